@@ -1,0 +1,173 @@
+"""The verifier contract: task + response -> evidence -> components -> verdict and reward.
+
+A verifier is a pure unit: it never imports the service, never writes records, and runs
+all untrusted work through the `Sandbox` it is handed.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from sandboxes.base import Sandbox
+
+EVIDENCE_TEXT_LIMIT = 2000
+
+
+class Verdict(str, Enum):
+    correct = "correct"
+    incorrect = "incorrect"
+    invalid_format = "invalid_format"
+    violation = "violation"
+    timeout = "timeout"
+    error = "error"
+
+
+class TaskInvalid(ValueError):
+    """The task itself is malformed or unusable (a client error, never a reward)."""
+
+
+class UnknownVerifier(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    value: float
+    hard: bool
+
+    def passed(self) -> bool:
+        return self.value >= 1.0
+
+
+def hard(name: str, ok: bool) -> Component:
+    return Component(name, 1.0 if ok else 0.0, True)
+
+
+def soft(name: str, value: float) -> Component:
+    return Component(name, min(1.0, max(0.0, float(value))), False)
+
+
+DEFAULT_WEIGHTS = {"correctness": 1.0, "resources": 0.0, "process": 0.0}
+
+
+class TaskBase(BaseModel):
+    """Options every task accepts. Verifier task models extend this."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Fields listed here are hidden: never returned by read endpoints, logged as hashes.
+    hidden_fields: ClassVar[frozenset[str]] = frozenset()
+
+    failure_value: float = 0.0
+    reward_weights: dict[str, float] | None = None
+
+    def public_view(self) -> dict[str, Any]:
+        """The task as it may be shown: hidden fields replaced by their hashes."""
+        data = self.model_dump(mode="json")
+        for name in self.hidden_fields:
+            if name in data and data[name] is not None:
+                data[name] = {"sha256": sha256_json(data[name])}
+        return data
+
+    def task_hash(self) -> str:
+        return sha256_json(self.model_dump(mode="json"))
+
+
+@dataclass
+class Outcome:
+    """What a verifier concluded about one response."""
+
+    verdict: Verdict
+    components: list[Component]
+    evidence: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+
+    def reward(self, task: TaskBase) -> float:
+        return score(self.components, task.reward_weights, task.failure_value, self.verdict)
+
+
+def score(
+    components: list[Component],
+    weights: dict[str, float] | None = None,
+    failure_value: float = 0.0,
+    verdict: Verdict | None = None,
+) -> float:
+    """Hard gates first; a soft component never compensates a failed hard one."""
+    if verdict is Verdict.error or any(c.hard and not c.passed() for c in components):
+        return failure_value
+    weights = {**DEFAULT_WEIGHTS, **(weights or {})}
+    scored = [(weights.get(c.name, 0.0), c.value) for c in components if not c.hard or c.name == "correctness"]
+    total = sum(w for w, _ in scored)
+    if total <= 0:
+        return 1.0
+    return round(sum(w * v for w, v in scored) / total, 6)
+
+
+def sha256_json(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def clip(text: str | bytes | None, limit: int = EVIDENCE_TEXT_LIMIT) -> str:
+    """Bound a piece of evidence text."""
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    return text if len(text) <= limit else text[:limit] + f"...[{len(text) - limit} more chars]"
+
+
+@dataclass
+class VerifyContext:
+    sandbox: Sandbox
+
+
+class Verifier(abc.ABC):
+    """One verifier family. Subclass, set the class attributes, decorate with @register."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    description: ClassVar[str] = ""
+    task_model: ClassVar[type[TaskBase]]
+
+    def parse_task(self, raw: dict[str, Any]) -> TaskBase:
+        try:
+            return self.task_model.model_validate(raw)
+        except ValidationError as exc:
+            raise TaskInvalid(_validation_message(exc)) from exc
+
+    @abc.abstractmethod
+    def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
+        """Judge one response. Infrastructure failures raise SandboxError (-> `error`)."""
+
+    def warm(self, ctx: VerifyContext) -> None:  # noqa: B027
+        """Start whatever sandbox pools this verifier uses (optional)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "task_schema": self.task_model.model_json_schema(),
+            "hidden_fields": sorted(self.task_model.hidden_fields),
+        }
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "task"
+        parts.append(f"task.{where}: {err['msg']}")
+    return "; ".join(parts)
