@@ -27,6 +27,21 @@ class SandboxUnavailable(SandboxError):
     """The backend cannot start on this machine (missing namespaces, engine, image)."""
 
 
+class CallEnded(SandboxError):
+    """A sandboxed call ended (died, was killed) while the host still expected an answer."""
+
+    def __init__(self, result: CallResult | None, message: str = "the sandboxed call ended before answering") -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class RequestTimeout(CallEnded):
+    """One request to a running call exceeded its own time budget; the call was killed."""
+
+    def __init__(self, result: CallResult | None) -> None:
+        super().__init__(result, "the sandboxed call did not answer in time")
+
+
 class SandboxBusy(SandboxError):
     """Every worker is taken and the wait for one ran out: the caller should back off."""
 
@@ -118,7 +133,10 @@ class CallSession(abc.ABC):
 
     @abc.abstractmethod
     def request(self, message: Any, timeout_s: float | None = None) -> Any:
-        """Send a message to the running function and wait for its reply."""
+        """Send a message to the running function and wait for its reply.
+
+        Raises RequestTimeout (the call is killed) when no reply comes within timeout_s,
+        and CallEnded when the call died before replying."""
 
     @abc.abstractmethod
     def finish(self) -> CallResult:

@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.base import (
+    CallEnded,
     CallResult,
     CallSession,
     Job,
     JobResult,
     Limits,
     MessageHandler,
+    RequestTimeout,
     Sandbox,
     SandboxBusy,
     SandboxError,
@@ -172,7 +174,7 @@ class _Worker:
         remaining = deadline - time.monotonic()
         ready, _, _ = select.select([self._out], [], [], max(remaining, 0))
         if not ready:
-            raise SandboxError("worker did not answer in time")
+            raise _ReadTimeout("worker did not answer in time")
         try:
             frame = read_frame(self._out)
         except (EOFError, OSError, ValueError, struct.error) as exc:
@@ -195,6 +197,10 @@ class _Worker:
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream:
                 stream.close()
+
+
+class _ReadTimeout(SandboxError):
+    pass
 
 
 class _Pool:
@@ -278,11 +284,16 @@ class _ProcessCallSession(CallSession):
         self._done: CallResult | None = None
         self._lock = threading.Lock()
 
-    def _pump(self, want_answer: int | None) -> Any:
+    def _pump(self, want_answer: int | None, deadline: float | None = None) -> Any:
         """Read frames until the answer `want_answer` (or `done` when None) arrives."""
         while True:
             try:
-                frame = self._worker.read(self._deadline)
+                frame = self._worker.read(min(deadline or self._deadline, self._deadline))
+            except _ReadTimeout:
+                if deadline is not None and deadline < self._deadline:
+                    raise
+                self._close(healthy=False)
+                raise
             except SandboxError:
                 self._close(healthy=False)
                 raise
@@ -320,7 +331,15 @@ class _ProcessCallSession(CallSession):
                 raise CallEnded(self._done)
             request_id = next(self._ids)
             self._worker.send({"t": "req", "id": request_id, "body": message})
-            return self._pump(request_id)
+            deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+            try:
+                return self._pump(request_id, deadline)
+            except _ReadTimeout:
+                # Only this request ran out of time: kill the job, keep the warm worker.
+                self._worker.send({"t": "abort"})
+                while self._done is None:
+                    self._pump(None)
+                raise RequestTimeout(self._done) from None
 
     def wait(self) -> CallResult:
         with self._lock:
@@ -339,14 +358,6 @@ class _ProcessCallSession(CallSession):
             if self._done is None:
                 self._worker.send({"t": "abort"})
         return self.wait()
-
-
-class CallEnded(SandboxError):
-    """The called function ended while the host still expected an answer from it."""
-
-    def __init__(self, result: CallResult | None) -> None:
-        super().__init__("the sandboxed call ended before answering")
-        self.result = result
 
 
 class ProcessSandbox(Sandbox):

@@ -32,6 +32,8 @@ import traceback
 # Run as a script with -I: make the package importable from the mount root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import contextlib
+
 from sandboxes.frames import FrameError, read_frame, write_frame  # noqa: E402
 
 JOB_MAX_FRAME = 16 * 1024 * 1024
@@ -129,17 +131,21 @@ def _job_main(spec: dict, stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int)
     try:
         # Own session and process group: kill(0, ...) must not reach the supervisor.
         os.setsid()
-        # A fresh procfs cannot be mounted under bwrap's partly read-only /proc, so the
-        # job gets an empty /proc: it sees no process, and PID namespaces keep it from
-        # addressing any process outside its own.
-        _mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555")
         os.chdir(SCRATCH)
         os.dup2(stdin_fd, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.dup2(chan_fd, 3)
-        os.closerange(4, 65536)
+        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+            if fd > 3:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         os.set_inheritable(3, spec["mode"] == "call")
+        # A fresh procfs cannot be mounted under bwrap's partly read-only /proc, so the
+        # job gets an empty /proc: it sees no process, and PID namespaces keep it from
+        # addressing any process outside its own.
+        _mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555")
+
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SCRATCH, "LANG": "C.UTF-8", "TMPDIR": SCRATCH}
         env.update(spec.get("env") or {})
@@ -257,10 +263,8 @@ def _supervise(spec: dict, host_in: int, host_out: int) -> None:
         nonlocal killed_by
         if killed_by is None:
             killed_by = reason
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     while not exited:
         now = time.monotonic()

@@ -10,7 +10,7 @@ import abc
 import hashlib
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -20,7 +20,7 @@ from sandboxes.base import Sandbox
 EVIDENCE_TEXT_LIMIT = 2000
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     correct = "correct"
     incorrect = "incorrect"
     invalid_format = "invalid_format"
@@ -151,6 +151,10 @@ class Verifier(abc.ABC):
     @abc.abstractmethod
     def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
         """Judge one response. Infrastructure failures raise SandboxError (-> `error`)."""
+
+    def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
+        """Judge a group of responses to one task. Override to share sandbox set-up."""
+        return [self.verify(task, response, ctx) for response in responses]
 
     def warm(self, ctx: VerifyContext) -> None:  # noqa: B027
         """Start whatever sandbox pools this verifier uses (optional)."""

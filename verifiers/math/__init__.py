@@ -1,0 +1,1 @@
+"""Math answer verification: extraction (host), safe parsing and comparison (sandbox)."""

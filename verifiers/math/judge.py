@@ -1,0 +1,44 @@
+"""In-sandbox entry point: parse and compare math answers, one message per answer.
+
+The host opens one sandboxed process per batch and sends each (answer, gold) pair as a
+request, so that each answer gets its own time budget: when one answer hangs, the host
+kills this process and continues the batch in a fresh one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verifiers.math.compare import equivalent
+from verifiers.math.parse import ParseFailure, TooLarge, parse_answer
+
+
+def judge_one(item: dict[str, Any]) -> dict[str, Any]:
+    try:
+        gold = parse_answer(item["gold"])
+    except ParseFailure as exc:
+        return {"status": "gold_unparsable", "message": str(exc)[:300]}
+    try:
+        answer = parse_answer(item["answer"])
+    except TooLarge as exc:
+        return {"status": "too_large", "message": str(exc)[:300]}
+    except ParseFailure as exc:
+        return {"status": "unparsable", "message": str(exc)[:300]}
+    except (RecursionError, MemoryError, OverflowError) as exc:
+        return {"status": "unparsable", "message": type(exc).__name__}
+    try:
+        equal, how = equivalent(answer, gold)
+    except (RecursionError, MemoryError, OverflowError, TypeError, ValueError, ZeroDivisionError) as exc:
+        return {"status": "compare_failed", "message": f"{type(exc).__name__}: {str(exc)[:200]}",
+                "answer_normalised": answer.describe(), "gold_normalised": gold.describe()}
+    return {
+        "status": "compared",
+        "equal": bool(equal),
+        "how": how,
+        "answer_normalised": answer.describe(),
+        "gold_normalised": gold.describe(),
+    }
+
+
+def serve(payload: Any, channel: Any) -> None:
+    channel.serve(judge_one)

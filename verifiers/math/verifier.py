@@ -1,0 +1,110 @@
+"""The `math` verifier: extract the final answer, parse and compare it in the sandbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
+from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.math.extract import extract_answer
+from verifiers.registry import register
+
+POOL = "math"
+PRELOAD = ("verifiers.math.judge",)
+TARGET = "verifiers.math.judge:serve"
+
+
+class MathTask(TaskBase):
+    answer: str = Field(min_length=1, max_length=2000, description="The gold answer (LaTeX or plain text).")
+    last_number_fallback: bool = Field(
+        True, description="When no \\boxed{} or answer phrase is found, take the response's last number."
+    )
+    timeout_s: float = Field(5.0, gt=0, le=30, description="Time budget to parse and compare one answer.")
+    memory_mb: int = Field(1024, ge=256, le=4096)
+
+
+def _limits(task: MathTask, answers: int) -> Limits:
+    return Limits(
+        wall_s=task.timeout_s * answers + 5,
+        cpu_s=task.timeout_s * answers + 5,
+        memory_mb=task.memory_mb,
+        processes=4,
+        output_bytes=64_000,
+        file_size_mb=1,
+        open_files=64,
+        scratch_mb=4,
+    )
+
+
+@register
+class MathVerifier(Verifier):
+    name = "math"
+    version = "1.0.0"
+    description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
+    task_model = MathTask
+
+    def warm(self, ctx: VerifyContext) -> None:
+        ctx.sandbox.warm(POOL, PRELOAD)
+
+    def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
+        return self.verify_many(task, [response], ctx)[0]
+
+    def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
+        assert isinstance(task, MathTask)
+        outcomes: dict[int, Outcome] = {}
+        pending: list[tuple[int, str, dict[str, Any]]] = []
+        for index, response in enumerate(responses):
+            extraction = extract_answer(response, task.last_number_fallback)
+            evidence = {"extracted": clip(extraction.text, 500) if extraction.text else None,
+                        "extraction": extraction.method}
+            if extraction.text is None:
+                outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
+                                          {**evidence, "reason": "no final answer found"})
+            else:
+                pending.append((index, extraction.text, evidence))
+        while pending:
+            session = ctx.sandbox.open(TARGET, None, _limits(task, len(pending)), pool=POOL, preload=PRELOAD)
+            pending = self._judge_in(session, task, pending, outcomes)
+        return [outcomes[i] for i in range(len(responses))]
+
+    def _judge_in(self, session: CallSession, task: MathTask, pending: list[tuple[int, str, dict[str, Any]]],
+                  outcomes: dict[int, Outcome]) -> list[tuple[int, str, dict[str, Any]]]:
+        """Judge answers in one sandboxed process until done or it dies; return the rest."""
+        for position, (index, answer, evidence) in enumerate(pending):
+            try:
+                result = session.request({"answer": answer, "gold": task.answer}, timeout_s=task.timeout_s)
+            except RequestTimeout as exc:
+                usage = exc.result.summary() if exc.result else None
+                outcomes[index] = Outcome(Verdict.timeout, [hard("format", False), hard("correctness", False)],
+                                          {**evidence, "reason": f"parsing took longer than {task.timeout_s}s"},
+                                          flags=["math_parse_timeout"], usage=usage)
+                return pending[position + 1:]
+            except CallEnded as exc:
+                usage = exc.result.summary() if exc.result else None
+                reason = (exc.result.killed_by if exc.result else None) or "parser process died"
+                outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
+                                          {**evidence, "reason": f"resource limit while parsing: {reason}"},
+                                          flags=["math_parse_resource_limit"], usage=usage)
+                return pending[position + 1:]
+            outcomes[index] = self._outcome(result, evidence)
+        session.finish()
+        return []
+
+    @staticmethod
+    def _outcome(result: Any, evidence: dict[str, Any]) -> Outcome:
+        if not isinstance(result, dict):
+            raise TaskInvalid("math judge returned no result")
+        status = result.get("status")
+        if status == "gold_unparsable":
+            raise TaskInvalid(f"task.answer: the gold answer cannot be parsed ({result.get('message')})")
+        evidence = {**evidence, **{k: result[k] for k in ("answer_normalised", "gold_normalised", "how")
+                                   if k in result}}
+        if status == "compared":
+            equal = bool(result.get("equal"))
+            return Outcome(Verdict.correct if equal else Verdict.incorrect,
+                           [hard("format", True), hard("correctness", equal)], evidence)
+        flags = ["math_answer_too_large"] if status == "too_large" else []
+        return Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
+                       {**evidence, "reason": clip(str(result.get("message")), 300)}, flags=flags)

@@ -1,0 +1,185 @@
+"""Result comparison rules (standard library only).
+
+Values are compared by kind: NULL only equals NULL; numbers compare by value (1 == 1.0)
+and never equal text ('1' != 1) or booleans; a float tolerance applies only when at
+least one side is a float, so exact integers and decimals stay exact. Results compare as
+multisets (duplicates count) unless order matters, and then also position by position.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+Row = tuple[Any, ...]
+
+# Above this many leftover-row pairs, the tolerant matching pass is skipped (quadratic).
+TOLERANT_PAIR_BUDGET = 4_000_000
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A value of a type without a native Python analogue here (date, uuid, json...)."""
+
+    type: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    relative: float = 1e-9
+    absolute: float = 1e-12
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
+
+def value_key(value: Any) -> tuple[Any, ...]:
+    """A hashable, sortable key under which exactly-equal values coincide.
+
+    Python already hashes 1, 1.0 and Decimal("1") alike, so numbers share one rank;
+    booleans get their own rank because True == 1 in Python but not in SQL results.
+    """
+    if value is None:
+        return (0,)
+    if isinstance(value, bool):
+        return (1, int(value))
+    if is_number(value):
+        if isinstance(value, float) and math.isnan(value):
+            return (3,)
+        if isinstance(value, Decimal) and value.is_nan():
+            return (3,)
+        return (2, value)
+    if isinstance(value, str):
+        return (4, value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return (5, bytes(value))
+    if isinstance(value, Tagged):
+        return (6, value.type, value.text)
+    return (7, type(value).__name__, repr(value))
+
+
+def row_key(row: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(value_key(v) for v in row)
+
+
+def values_equal(a: Any, b: Any, tol: Tolerance) -> bool:
+    if is_number(a) and is_number(b):
+        if isinstance(a, float) or isinstance(b, float):
+            fa, fb = float(a), float(b)
+            if math.isnan(fa) or math.isnan(fb):
+                return math.isnan(fa) and math.isnan(fb)
+            if math.isinf(fa) or math.isinf(fb):
+                return fa == fb
+            return math.isclose(fa, fb, rel_tol=tol.relative, abs_tol=tol.absolute)
+    return value_key(a) == value_key(b)
+
+
+def rows_equal(a: Sequence[Any], b: Sequence[Any], tol: Tolerance) -> bool:
+    return len(a) == len(b) and all(values_equal(x, y, tol) for x, y in zip(a, b, strict=True))
+
+
+def _has_float(rows: Sequence[Sequence[Any]]) -> bool:
+    return any(isinstance(v, float) for row in rows for v in row)
+
+
+@dataclass
+class Comparison:
+    """How an actual result differs from the expected one (empty lists: it matches)."""
+
+    match: bool
+    missing: list[Row] = field(default_factory=list)
+    extra: list[Row] = field(default_factory=list)
+    order_mismatch_at: int | None = None
+    column_problem: str | None = None
+
+
+def multiset_difference(
+    expected: Sequence[Sequence[Any]], actual: Sequence[Sequence[Any]], tol: Tolerance
+) -> tuple[list[Row], list[Row]]:
+    """Rows of `expected` not matched in `actual` and vice versa, duplicates counted."""
+    want = Counter(row_key(r) for r in expected)
+    have = Counter(row_key(r) for r in actual)
+    if want == have:
+        return [], []
+    short, surplus = want - have, have - want
+    missing = _take(expected, short)
+    extra = _take(actual, surplus)
+    # Exact keys leave behind rows that differ only by float drift: pair them tolerantly.
+    if missing and extra and (_has_float(missing) or _has_float(extra)):
+        if len(missing) * len(extra) <= TOLERANT_PAIR_BUDGET:
+            missing, extra = _pair_tolerantly(missing, extra, tol)
+    return missing, extra
+
+
+def _take(rows: Sequence[Sequence[Any]], wanted: Counter[tuple[Any, ...]]) -> list[Row]:
+    left = Counter(wanted)
+    out: list[Row] = []
+    for row in rows:
+        key = row_key(row)
+        if left[key] > 0:
+            left[key] -= 1
+            out.append(tuple(row))
+    return out
+
+
+def _pair_tolerantly(missing: list[Row], extra: list[Row], tol: Tolerance) -> tuple[list[Row], list[Row]]:
+    unmatched = list(extra)
+    still_missing: list[Row] = []
+    for row in missing:
+        for i, candidate in enumerate(unmatched):
+            if rows_equal(row, candidate, tol):
+                del unmatched[i]
+                break
+        else:
+            still_missing.append(row)
+    return still_missing, unmatched
+
+
+def compare_results(
+    expected_columns: Sequence[str],
+    expected_rows: Sequence[Sequence[Any]],
+    actual_columns: Sequence[str],
+    actual_rows: Sequence[Sequence[Any]],
+    *,
+    order_matters: bool,
+    column_names_matter: bool,
+    tol: Tolerance,
+) -> Comparison:
+    if len(expected_columns) != len(actual_columns):
+        return Comparison(
+            False, column_problem=f"expected {len(expected_columns)} columns, got {len(actual_columns)}"
+        )
+    if column_names_matter:
+        want = [c.casefold() for c in expected_columns]
+        have = [c.casefold() for c in actual_columns]
+        if want != have:
+            return Comparison(False, column_problem=f"column names differ: got {list(actual_columns)}")
+    missing, extra = multiset_difference(expected_rows, actual_rows, tol)
+    if missing or extra:
+        return Comparison(False, missing=missing, extra=extra)
+    if order_matters:
+        for i, (want_row, have_row) in enumerate(zip(expected_rows, actual_rows, strict=True)):
+            if not rows_equal(want_row, have_row, tol):
+                return Comparison(False, order_mismatch_at=i)
+    return Comparison(True)
+
+
+def show_value(value: Any) -> Any:
+    """A JSON-ready rendering of a result value for evidence."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"bytes_hex": bytes(value)[:64].hex()}
+    if isinstance(value, Tagged):
+        return {value.type: value.text}
+    return repr(value)

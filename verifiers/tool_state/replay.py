@@ -1,0 +1,78 @@
+"""Replay of a response's calls: parse the trace, run every call from the initial state
+through the domain pack, and judge the result.
+
+`judge` is pure and deterministic. The verifier runs it inside the sandbox through
+`run` (the response is hostile data, so even our own parser and tools work on it under
+the sandbox's time and memory limits); the benchmark's in-process baseline calls `judge`
+directly with the same code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from verifiers.tool_state.checks import check_outputs, diff_states, grounded_values, missing_reads
+from verifiers.tool_state.env import VIOLATION_KINDS, Environment, Event
+from verifiers.tool_state.packs import get_pack
+from verifiers.tool_state.trace import TraceError, parse_trace
+
+EVENT_LIMIT = 50
+ARGS_TEXT_LIMIT = 200
+
+
+def _event_view(event: Event) -> dict[str, Any]:
+    args = json.dumps(event.args, sort_keys=True)
+    return {"index": event.index, "tool": event.tool,
+            "args": args if len(args) <= ARGS_TEXT_LIMIT else args[:ARGS_TEXT_LIMIT] + "...",
+            "kind": event.error_kind, "message": event.error}
+
+
+def judge(spec: dict[str, Any]) -> dict[str, Any]:
+    """spec: environment, actor, initial_state, allowed_tools, expected_state,
+    required_outputs, required_reads, max_calls, max_message_chars,
+    max_unsupported_values, max_message_values, response."""
+    report: dict[str, Any] = {"format_errors": [], "calls": 0, "violations": [], "violation_count": 0,
+                              "call_errors": [], "state_diff": [], "state_diff_total": 0, "missing_reads": [],
+                              "failed_outputs": [], "ignored_keys": [], "claims_state": False,
+                              "final_state_sha256": None, "message_facts": {}}
+    try:
+        trace = parse_trace(spec["response"], spec["max_calls"], spec["max_message_chars"])
+    except TraceError as exc:
+        report["format_errors"].append(str(exc))
+        return report
+    report["calls"] = len(trace.calls)
+    report["ignored_keys"] = trace.ignored_keys
+    report["claims_state"] = trace.claims_state
+    env = Environment.start(get_pack(spec["environment"]), spec["initial_state"], spec["actor"],
+                            spec["allowed_tools"])
+    for call in trace.calls:
+        env.step(call.tool, call.args)
+    violations = [e for e in env.events if e.error_kind in VIOLATION_KINDS]
+    errors = [e for e in env.events if not e.ok and e.error_kind not in VIOLATION_KINDS]
+    report["violations"] = [_event_view(e) for e in violations[:EVENT_LIMIT]]
+    report["violation_count"] = len(violations)
+    report["call_errors"] = [_event_view(e) for e in errors[:EVENT_LIMIT]]
+    # A call to a tool the environment does not have is a malformed call, not an attempt.
+    unknown = [e for e in errors if e.error_kind == "unknown_tool"]
+    if unknown:
+        report["format_errors"].append(
+            f"{len(unknown)} call(s) name no tool of this environment, first calls[{unknown[0].index}]: "
+            f"{unknown[0].tool[:64]!r}"
+        )
+    report["state_diff"], report["state_diff_total"] = diff_states(env.state, spec["expected_state"])
+    report["missing_reads"] = missing_reads(env.events, spec["required_reads"])
+    failed, facts = check_outputs(trace.final_message, spec["required_outputs"], grounded_values(env.events),
+                                  spec["max_unsupported_values"], spec["max_message_values"])
+    report["failed_outputs"], report["message_facts"] = failed, facts
+    report["final_state_sha256"] = hashlib.sha256(
+        json.dumps(env.state, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    return report
+
+
+def run(payload: dict[str, Any], channel: object) -> dict[str, Any]:
+    """Sandbox entry point: one judgement per response (a group shares the task)."""
+    task = payload["task"]
+    return {"reports": [judge({**task, "response": r}) for r in payload["responses"]]}
