@@ -363,7 +363,8 @@ class _ProcessCallSession(CallSession):
 class ProcessSandbox(Sandbox):
     name = "process"
 
-    def __init__(self, workers: int | None = None, acquire_timeout_s: float = 30.0) -> None:
+    def __init__(self, workers: int | None = None, acquire_timeout_s: float = 30.0,
+                 unsafe_no_isolation: bool = False) -> None:
         check_namespaces()
         self.workers = workers or os.cpu_count() or 2
         self.acquire_timeout_s = acquire_timeout_s

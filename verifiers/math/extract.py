@@ -69,7 +69,10 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
             return Extraction(candidate, "answer_phrase")
     stripped = response.strip()
     inline_math = _INLINE_MATH.findall(response)
-    if stripped and len(stripped) <= _SHORT_ANSWER_CHARS and "\n" not in stripped and not inline_math:
+    short = bool(stripped) and len(stripped) <= _SHORT_ANSWER_CHARS and "\n" not in stripped
+    # Prose words (not LaTeX commands) mean a sentence, not an answer.
+    prose = re.search(r"[A-Za-z]{3,}", re.sub(r"\\[A-Za-z]+", "", stripped)) is not None
+    if short and not prose and not inline_math:
         return Extraction(stripped.rstrip("."), "whole_response")
     if inline_math:
         last = next(group for group in inline_math[-1] if group)
@@ -78,4 +81,6 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
         numbers = _NUMBER.findall(response)
         if numbers:
             return Extraction(numbers[-1], "last_number")
+    if short:
+        return Extraction(stripped.rstrip("."), "whole_response")
     return Extraction(None, "none")

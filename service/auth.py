@@ -1,0 +1,68 @@
+"""API keys: `ak_<key_id>_<secret>`, stored as a SHA-256 of the secret, with scopes."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from service.store import AuditStore
+
+SCOPES = ("reward", "audit", "admin")
+_bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer ak_...`")
+
+
+@dataclass(frozen=True)
+class Caller:
+    key_id: str
+    scopes: frozenset[str]
+
+
+class InvalidScopes(ValueError):
+    pass
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_key(store: AuditStore, scopes: list[str], name: str | None = None) -> str:
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown or not scopes:
+        raise InvalidScopes(f"scopes must be a non-empty subset of {list(SCOPES)}; unknown: {unknown}")
+    key_id = secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    store.add_key(key_id, _hash(secret), sorted(set(scopes)), name)
+    return f"ak_{key_id}_{secret}"
+
+
+def authenticate(store: AuditStore, token: str) -> Caller | None:
+    parts = token.split("_", 2)
+    if len(parts) != 3 or parts[0] != "ak":
+        return None
+    row = store.key(parts[1])
+    if row is None or row.revoked or not hmac.compare_digest(row.secret_hash, _hash(parts[2])):
+        return None
+    return Caller(row.key_id, frozenset(row.scopes.split(",")))
+
+
+def require_scope(scope: str):
+    """FastAPI dependency: the caller must hold `scope` (admin holds every scope)."""
+
+    def dependency(request: Request,
+                   credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
+        if credentials is None:
+            raise HTTPException(401, "missing API key: send `Authorization: Bearer <key>`",
+                                headers={"WWW-Authenticate": "Bearer"})
+        caller = authenticate(request.app.state.store, credentials.credentials)
+        if caller is None:
+            raise HTTPException(401, "invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"})
+        if scope not in caller.scopes and "admin" not in caller.scopes:
+            raise HTTPException(403, f"this API key lacks the {scope!r} scope")
+        return caller
+
+    return dependency

@@ -1,0 +1,190 @@
+"""The `assay` command line: serve, verify locally, manage keys, read and replay the audit log."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from service.config import Settings
+
+
+def _store(settings: Settings):
+    from service.store import AuditStore
+
+    return AuditStore(settings.database_url)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from service.app import create_app
+
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+                timeout_graceful_shutdown=10)
+    return 0
+
+
+def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
+    from service.auth import InvalidScopes, create_key
+
+    try:
+        key = create_key(_store(settings), [s.strip() for s in args.scopes.split(",") if s.strip()], args.name)
+    except InvalidScopes as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(key)
+    return 0
+
+
+def _read_items(path: str) -> list[dict[str, Any]]:
+    text = sys.stdin.read() if path == "-" else open(path).read()
+    text = text.strip()
+    if not text:
+        return []
+    if text.startswith("["):
+        return json.loads(text)
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    """Verify locally through the same verifiers and sandbox, without a server or records."""
+    from pydantic import ValidationError
+
+    from sandboxes.factory import create_sandbox
+    from service.engine import Engine, Resolved
+    from service.metrics import Metrics
+    from service.schemas import VerifyRequest
+    from verifiers.base import TaskInvalid, UnknownVerifier
+
+    sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
+                             unsafe_no_isolation=settings.unsafe_no_isolation)
+    engine = Engine(settings, store=None, sandbox=sandbox, metrics=Metrics())  # type: ignore[arg-type]
+    status = 0
+    try:
+        for number, item in enumerate(_read_items(args.input), start=1):
+            try:
+                req = VerifyRequest.model_validate(item)
+                resolved: Resolved = engine.resolve(req)
+                judged = engine.judge(resolved, [req.response])[0]
+            except (ValidationError, TaskInvalid, UnknownVerifier) as exc:
+                print(json.dumps({"line": number, "error": str(exc)}))
+                status = 1
+                continue
+            outcome = judged.outcome
+            print(json.dumps({
+                "verifier": resolved.verifier.name, "verifier_version": resolved.verifier.version,
+                "reward": outcome.reward(resolved.task), "verdict": outcome.verdict.value,
+                "components": {c.name: {"value": c.value, "hard": c.hard} for c in outcome.components},
+                "evidence": outcome.evidence, "flags": outcome.flags, "duration_ms": round(judged.duration_ms, 3),
+            }))
+    finally:
+        sandbox.close()
+    return status
+
+
+def _row_json(row: Any) -> dict[str, Any]:
+    from service.routes.records import record_out
+
+    return record_out(row).model_dump(mode="json")
+
+
+def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
+    store = _store(settings)
+    if args.audit_command == "show":
+        row = store.record(args.record_id)
+        if row is None:
+            print(f"error: record {args.record_id!r} not found", file=sys.stderr)
+            return 1
+        print(json.dumps(_row_json(row), indent=2))
+        return 0
+    filters = {"verifier": args.verifier, "verdict": args.verdict, "group_id": args.group_id,
+               "task_id": args.task_id, "flag": args.flag}
+    if args.audit_command == "list":
+        for row in store.query(limit=args.limit, **filters):
+            print(f"{row.id}  {row.created_at:%Y-%m-%d %H:%M:%S}  {row.verifier:<10} {row.verdict:<15}"
+                  f" reward={row.reward:<6g} flags={','.join(row.flags or []) or '-'}")
+        return 0
+    out = sys.stdout if args.out in (None, "-") else open(args.out, "w")
+    for row in store.iter_all(**filters):
+        out.write(json.dumps(_row_json(row)) + "\n")
+    if out is not sys.stdout:
+        out.close()
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from sandboxes.factory import create_sandbox
+    from service.engine import Engine, TaskNotFound
+    from service.metrics import Metrics
+
+    sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
+                             unsafe_no_isolation=settings.unsafe_no_isolation)
+    try:
+        result = Engine(settings, _store(settings), sandbox, Metrics()).replay(args.record_id)
+    except TaskNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        sandbox.close()
+    print(json.dumps(result.model_dump(mode="json"), indent=2))
+    print("same verdict" if result.same_verdict else "VERDICT DIFFERS", file=sys.stderr)
+    return 0 if result.same_verdict else 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="assay", description="Assay reward service")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(func=cmd_serve)
+
+    verify = sub.add_parser("verify", help="verify JSON/JSONL requests locally (no server, no records)")
+    verify.add_argument("input", nargs="?", default="-", help="file of requests, or - for stdin")
+    verify.set_defaults(func=cmd_verify)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key and print it")
+    create.add_argument("--scopes", required=True, help="comma-separated: reward,audit,admin")
+    create.add_argument("--name", default=None)
+    create.set_defaults(func=cmd_keys_create)
+
+    audit = sub.add_parser("audit", help="read the audit log")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True)
+    for name in ("list", "export"):
+        p = audit_sub.add_parser(name)
+        p.add_argument("--verifier")
+        p.add_argument("--verdict")
+        p.add_argument("--group-id")
+        p.add_argument("--task-id")
+        p.add_argument("--flag")
+        if name == "list":
+            p.add_argument("--limit", type=int, default=50)
+        else:
+            p.add_argument("--out", default=None, help="file to write (default stdout)")
+        p.set_defaults(func=cmd_audit)
+    show = audit_sub.add_parser("show")
+    show.add_argument("record_id")
+    show.set_defaults(func=cmd_audit)
+
+    replay = sub.add_parser("replay", help="re-run a logged verification and compare verdicts")
+    replay.add_argument("record_id")
+    replay.set_defaults(func=cmd_replay)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args, Settings())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

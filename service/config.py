@@ -1,0 +1,35 @@
+"""Service settings, read from ASSAY_* environment variables."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ASSAY_", extra="ignore")
+
+    database_url: str = Field("sqlite:///var/assay.db", description="SQLAlchemy URL of the audit store.")
+    sandbox: Literal["process", "docker"] = "process"
+    sandbox_workers: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1, le=256)
+    sandbox_image: str = "assay-runtime:latest"
+    # Loudly named on purpose: without namespaces untrusted code runs with the service's rights.
+    unsafe_no_isolation: bool = False
+    task_pack: Path | None = None
+    retention: Literal["full", "hash_only"] = "full"
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_response_chars: int = 100_000
+    max_group_size: int = 64
+    max_groups: int = 64
+    max_inflight_responses: int = 1024
+    retry_after_s: int = 2
+    verify_threads: int = 16
+
+    @cached_property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")

@@ -1,0 +1,1 @@
+"""HTTP routes. Every module here that exports `router` is included by the app."""

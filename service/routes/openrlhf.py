@@ -1,0 +1,137 @@
+"""OpenRLHF `--remote_rm_url` endpoint.
+
+OpenRLHF posts `{"query": [...], "prompts": [...], "labels": [...]}` where each query is
+prompt + response (decoded with special tokens) and expects `{"rewards", "scores",
+"extra_logs"}`. It sends no Authorization header, so the API key may also be given as the
+`api_key` query parameter (use a key with only the `reward` scope: URLs end up in logs).
+It retries a failed request up to 5 times without an idempotency key, so one is derived
+from the body: a retried batch returns the stored result and is not logged twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.auth import Caller, require_scope
+from service.schemas import ErrorOut, GroupSpec, GroupsRequest
+
+router = APIRouter(prefix="/v1", tags=["trainer adapters"])
+_bearer = HTTPBearer(auto_error=False)
+_reward_scope = require_scope("reward")
+# End-of-sequence and padding markers a decoded query may end with (Llama, Qwen, GPT-2, Gemma...).
+_TRAILING_SPECIALS = re.compile(r"(?:\s*(?:<\|[A-Za-z0-9_]{1,40}\|>|</s>|<eos>|<pad>|<end_of_turn>))+\s*$")
+
+
+class OpenRLHFRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # OpenRLHF versions add fields; ignore them
+
+    query: list[str] = Field(min_length=1, description="prompt + response, as OpenRLHF decodes them.")
+    prompts: list[str] | None = Field(None, description="The prompts, to cut the response out of each query.")
+    labels: list[Any] | None = Field(
+        None, description="Per sample: the answer (math), or a JSON object {task_id} or {verifier, task}.")
+
+
+class OpenRLHFResponse(BaseModel):
+    rewards: list[float]
+    scores: list[float]
+    extra_logs: dict[str, list[float]]
+
+
+def _caller(request: Request, api_key: str | None = Query(None, description="API key when no header can be sent."),
+            credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
+    if credentials is None and api_key:
+        credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=api_key)
+    return _reward_scope(request, credentials)
+
+
+def response_of(query: str, prompt: str | None) -> str:
+    """The model's response: the query without its prompt and trailing special tokens."""
+    text = query
+    if prompt:
+        if query.startswith(prompt):
+            text = query[len(prompt):]
+        elif prompt in query:  # e.g. left padding tokens in front of the prompt
+            text = query[query.index(prompt) + len(prompt):]
+    return _TRAILING_SPECIALS.sub("", text)
+
+
+def task_of(label: Any, verifier: str, index: int) -> dict[str, Any]:
+    """A label names a task: a registered id, an inline task, or (plain value) the answer."""
+    if isinstance(label, str) and label.lstrip().startswith("{"):
+        with contextlib.suppress(json.JSONDecodeError):  # not JSON: a plain answer after all
+            label = json.loads(label)
+    if isinstance(label, dict):
+        if "task_id" in label:
+            return {"verifier": label.get("verifier", verifier), "task_id": label["task_id"]}
+        if "task" in label:
+            return {"verifier": label.get("verifier", verifier), "task": label["task"]}
+        raise HTTPException(422, f"labels[{index}]: an object label needs `task_id` or `task`")
+    if label is None:
+        raise HTTPException(422, f"labels[{index}]: missing label")
+    return {"verifier": verifier, "task": {"answer": str(label)}}
+
+
+Chunk = list[tuple[dict[str, Any], list[int]]]
+
+
+def _chunks(specs: list[dict[str, Any]], max_groups: int, max_group_size: int) -> list[Chunk]:
+    """Consecutive samples with the same task form a group (OpenRLHF's n_samples_per_prompt),
+    packed into requests within the service's group limits."""
+    groups: list[tuple[dict[str, Any], list[int]]] = []
+    for i, spec in enumerate(specs):
+        if groups and groups[-1][0] == spec and len(groups[-1][1]) < max_group_size:
+            groups[-1][1].append(i)
+        else:
+            groups.append((spec, [i]))
+    return [groups[i : i + max_groups] for i in range(0, len(groups), max_groups)]
+
+
+@router.post("/openrlhf", response_model=OpenRLHFResponse, responses={401: {"model": ErrorOut},
+                                                                       422: {"model": ErrorOut}})
+async def openrlhf(body: OpenRLHFRequest, request: Request,
+                   verifier: str = Query("math", description="Verifier for plain-answer labels."),
+                   error_policy: Literal["zero", "raise"] = Query(
+                       "zero", description="`error` verdicts: reward 0 (counted in extra_logs.error) or HTTP 503."),
+                   caller: Caller = Depends(_caller)) -> OpenRLHFResponse:
+    """Score a batch of OpenRLHF queries with Assay."""
+    n = len(body.query)
+    for name in ("prompts", "labels"):
+        value = getattr(body, name)
+        if value is not None and len(value) != n:
+            raise HTTPException(422, f"{name}: {len(value)} items for {n} queries")
+    if body.labels is None:
+        raise HTTPException(422, "labels: required (the answer or task of each query)")
+    prompts = body.prompts or [None] * n
+    responses = [response_of(q, p) for q, p in zip(body.query, prompts, strict=True)]
+    specs = [task_of(label, verifier, i) for i, label in enumerate(body.labels)]
+    engine = request.app.state.engine
+    # OpenRLHF retries without an idempotency key: the body itself identifies a retry.
+    base_key = "openrlhf:" + hashlib.sha256(
+        json.dumps([body.query, body.prompts, body.labels, verifier], default=str).encode()).hexdigest()
+    results: list[Any] = [None] * n
+    chunks = _chunks(specs, engine.settings.max_groups, engine.settings.max_group_size)
+    for ci, chunk in enumerate(chunks):
+        req = GroupsRequest(groups=[GroupSpec(**spec, responses=[responses[i] for i in idx]) for spec, idx in chunk])
+        answer = await engine.groups(req, caller, f"{base_key}:{ci}")
+        for (_, idx), group in zip(chunk, answer.groups, strict=True):
+            for i, result in zip(idx, group.results, strict=True):
+                results[i] = result
+    errors = [r.verdict == "error" for r in results]
+    if error_policy == "raise" and any(errors):
+        raise HTTPException(503, f"{sum(errors)} responses could not be verified (verdict error)",
+                            headers={"Retry-After": str(engine.settings.retry_after_s)})
+    rewards = [0.0 if err else float(r.reward) for r, err in zip(results, errors, strict=True)]
+    logs = {
+        "correct": [float(r.verdict == "correct") for r in results],
+        "error": [float(e) for e in errors],
+        "format": [float(r.components["format"].value) if "format" in r.components else 1.0 for r in results],
+    }
+    return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs=logs)

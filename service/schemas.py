@@ -1,0 +1,153 @@
+"""Request and response models at the HTTP edge (pydantic v2). Limits that depend on
+settings (group size, response length) are checked by the engine with clear messages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Verdict = Literal["correct", "incorrect", "invalid_format", "violation", "timeout", "error"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskRef(_Strict):
+    verifier: str = Field(description="Verifier name, e.g. `math`, `code`, `sql`, `tool_state`.")
+    task: dict[str, Any] | None = Field(None, description="The task inline (see GET /v1/verifiers for schemas).")
+    task_id: str | None = Field(None, max_length=200, description="A registered task's id instead of `task`.")
+
+    @model_validator(mode="after")
+    def _one_task(self) -> TaskRef:
+        if (self.task is None) == (self.task_id is None):
+            raise ValueError("give exactly one of `task` or `task_id`")
+        return self
+
+
+class VerifyRequest(TaskRef):
+    response: str = Field(description="The model output to judge.")
+    request_id: str | None = Field(
+        None, max_length=200,
+        description="Caller's id for this verification; repeating it returns the logged result, not a new one.",
+    )
+
+
+class ComponentOut(BaseModel):
+    value: float
+    hard: bool
+
+
+class VerifyResult(BaseModel):
+    record_id: str
+    verifier: str
+    verifier_version: str
+    reward: float
+    verdict: Verdict
+    components: dict[str, ComponentOut]
+    evidence: dict[str, Any]
+    flags: list[str] = []
+    duration_ms: float
+    task_id: str | None = None
+    task_hash: str
+    request_id: str | None = None
+
+
+class AdvantageOptions(_Strict):
+    scale: Literal["group", "none"] = Field("group", description="Divide by the group std (`group`) or not.")
+    eps: float = Field(1e-4, ge=0, le=1)
+    bessel: bool = Field(True, description="Use the unbiased (n-1) std, as torch.std does.")
+
+
+class GroupSpec(TaskRef):
+    responses: list[str] = Field(min_length=1)
+    group_id: str | None = Field(None, max_length=64, description="Optional caller id for the group.")
+
+
+class GroupsRequest(_Strict):
+    groups: list[GroupSpec] = Field(min_length=1)
+    advantage: AdvantageOptions = AdvantageOptions()
+
+
+class GroupResult(BaseModel):
+    group_id: str
+    results: list[VerifyResult]
+    rewards: list[float]
+    advantages: list[float | None] = Field(description="None for responses whose verdict is `error`.")
+    mean: float | None
+    std: float | None
+    zero_variance: bool
+    errors: int = Field(description="Responses excluded from the statistics because their verdict is `error`.")
+
+
+class GroupsResponse(BaseModel):
+    groups: list[GroupResult]
+
+
+class TaskRegistration(_Strict):
+    task_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/-]+$")
+    verifier: str
+    task: dict[str, Any]
+
+
+class RegisteredTask(BaseModel):
+    task_id: str
+    verifier: str
+    task_hash: str
+    created: bool
+    task: dict[str, Any] = Field(description="The public view: hidden fields replaced by their hashes.")
+
+
+class RecordOut(BaseModel):
+    id: str
+    seq: int
+    created_at: datetime
+    request_id: str | None
+    caller_key_id: str | None
+    task_id: str | None
+    task_hash: str
+    task: dict[str, Any]
+    verifier: str
+    verifier_version: str
+    response_hash: str
+    response: str | None
+    components: dict[str, ComponentOut]
+    reward: float
+    verdict: Verdict
+    evidence: dict[str, Any]
+    flags: list[str]
+    sandbox_backend: str
+    usage: dict[str, Any] | None
+    duration_ms: float
+    group_id: str | None
+    group_index: int | None
+
+
+class RecordPage(BaseModel):
+    records: list[RecordOut]
+    next_cursor: int | None = Field(description="Pass as `after` to get the next page; null at the end.")
+
+
+class VerifierInfo(BaseModel):
+    name: str
+    version: str
+    description: str
+    task_schema: dict[str, Any]
+    hidden_fields: list[str]
+
+
+class ReplayOut(BaseModel):
+    record_id: str
+    original_verdict: Verdict
+    replayed_verdict: Verdict
+    original_reward: float
+    replayed_reward: float
+    same_verdict: bool
+    same_version: bool
+    verifier_version: str
+
+
+class ErrorOut(BaseModel):
+    detail: Any

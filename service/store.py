@@ -1,0 +1,273 @@
+"""The audit store (SQLAlchemy 2): append-only records, API keys, tasks, idempotency.
+
+SQLite (WAL, synchronous=FULL) by default, Postgres by URL. Nothing here updates or
+deletes a record: the store offers no method that could.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RecordRow(Base):
+    __tablename__ = "records"
+    __table_args__ = (
+        Index("ix_records_created", "created_at"),
+        Index("ix_records_verdict", "verdict"),
+        Index("ix_records_verifier", "verifier"),
+        Index("ix_records_group", "group_id"),
+        Index("ix_records_task", "task_id"),
+        UniqueConstraint("caller_key_id", "request_id", name="uq_records_caller_request"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    request_id: Mapped[str | None] = mapped_column(String(200))
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    task_id: Mapped[str | None] = mapped_column(String(200))
+    task_hash: Mapped[str] = mapped_column(String(64))
+    task_public: Mapped[dict] = mapped_column(JSON)
+    verifier: Mapped[str] = mapped_column(String(64))
+    verifier_version: Mapped[str] = mapped_column(String(32))
+    response_hash: Mapped[str] = mapped_column(String(64))
+    response: Mapped[str | None] = mapped_column(Text)
+    components: Mapped[dict] = mapped_column(JSON)
+    reward: Mapped[float] = mapped_column(Float)
+    verdict: Mapped[str] = mapped_column(String(32))
+    evidence: Mapped[dict] = mapped_column(JSON)
+    flags: Mapped[list] = mapped_column(JSON)
+    sandbox_backend: Mapped[str] = mapped_column(String(32))
+    usage: Mapped[dict | None] = mapped_column(JSON)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    group_id: Mapped[str | None] = mapped_column(String(64))
+    group_index: Mapped[int | None] = mapped_column(Integer)
+
+
+class TaskBlobRow(Base):
+    """Full task content by hash, for replay. Never returned by any endpoint."""
+
+    __tablename__ = "task_blobs"
+    task_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    verifier: Mapped[str] = mapped_column(String(64))
+    task: Mapped[dict] = mapped_column(JSON)
+
+
+class RegisteredTaskRow(Base):
+    __tablename__ = "tasks"
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    verifier: Mapped[str] = mapped_column(String(64))
+    task_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class ApiKeyRow(Base):
+    __tablename__ = "api_keys"
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class IdempotencyRow(Base):
+    __tablename__ = "idempotency"
+    __table_args__ = (UniqueConstraint("caller_key_id", "key", name="uq_idempotency"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    caller_key_id: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    response: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class TaskConflict(Exception):
+    """A task id is already registered with different content."""
+
+
+class IdempotencyConflict(Exception):
+    """An idempotency key was reused with a different request."""
+
+
+def new_record_id() -> str:
+    return uuid.uuid4().hex
+
+
+class AuditStore:
+    def __init__(self, url: str) -> None:
+        if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
+        self.engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        Base.metadata.create_all(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def session(self) -> Session:
+        return self._sessions()
+
+    def ping(self) -> None:
+        with self.session() as s:
+            s.execute(select(1))
+
+    # ------------------------------------------------------------------ records
+
+    def append(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
+               idempotency: IdempotencyRow | None = None) -> None:
+        """Write records (and the idempotent response) in one durable transaction."""
+        with self.session() as s, s.begin():
+            for blob in {b.task_hash: b for b in blobs}.values():
+                if s.get(TaskBlobRow, blob.task_hash) is None:
+                    s.add(blob)
+            s.add_all(rows)
+            if idempotency is not None:
+                s.add(idempotency)
+
+    def record(self, record_id: str) -> RecordRow | None:
+        with self.session() as s:
+            return s.scalar(select(RecordRow).where(RecordRow.id == record_id))
+
+    def record_by_request(self, caller_key_id: str, request_id: str) -> RecordRow | None:
+        with self.session() as s:
+            return s.scalar(select(RecordRow).where(RecordRow.caller_key_id == caller_key_id,
+                                                    RecordRow.request_id == request_id))
+
+    def query(self, *, verifier: str | None = None, verdict: str | None = None, group_id: str | None = None,
+              task_id: str | None = None, task_hash: str | None = None, flag: str | None = None,
+              since: datetime | None = None, until: datetime | None = None,
+              after_seq: int | None = None, limit: int = 100) -> list[RecordRow]:
+        stmt = select(RecordRow).order_by(RecordRow.seq)
+        for column, value in ((RecordRow.verifier, verifier), (RecordRow.verdict, verdict),
+                              (RecordRow.group_id, group_id), (RecordRow.task_id, task_id),
+                              (RecordRow.task_hash, task_hash)):
+            if value is not None:
+                stmt = stmt.where(column == value)
+        if since is not None:
+            stmt = stmt.where(RecordRow.created_at >= since)
+        if until is not None:
+            stmt = stmt.where(RecordRow.created_at < until)
+        if after_seq is not None:
+            stmt = stmt.where(RecordRow.seq > after_seq)
+        if flag is None:
+            with self.session() as s:
+                return list(s.scalars(stmt.limit(limit)))
+        # Flags are a JSON list; filter portably in Python, page by page.
+        found: list[RecordRow] = []
+        with self.session() as s:
+            for row in s.scalars(stmt).yield_per(500):
+                if flag in (row.flags or []):
+                    found.append(row)
+                    if len(found) >= limit:
+                        break
+        return found
+
+    def iter_all(self, **filters: Any) -> Iterator[RecordRow]:
+        after = None
+        while True:
+            page = self.query(after_seq=after, limit=500, **filters)
+            if not page:
+                return
+            yield from page
+            after = page[-1].seq
+
+    def task_blob(self, task_hash: str) -> TaskBlobRow | None:
+        with self.session() as s:
+            return s.get(TaskBlobRow, task_hash)
+
+    # -------------------------------------------------------------------- tasks
+
+    def register_task(self, task_id: str, verifier: str, task_hash: str, task: dict[str, Any]) -> bool:
+        """Register a task id. Same content again is a no-op (False); other content conflicts."""
+        with self.session() as s, s.begin():
+            existing = s.get(RegisteredTaskRow, task_id)
+            if existing is not None:
+                if existing.task_hash != task_hash or existing.verifier != verifier:
+                    raise TaskConflict(f"task_id {task_id!r} is already registered with different content")
+                return False
+            if s.get(TaskBlobRow, task_hash) is None:
+                s.add(TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task))
+            s.add(RegisteredTaskRow(task_id=task_id, verifier=verifier, task_hash=task_hash))
+            return True
+
+    def registered_task(self, task_id: str) -> tuple[RegisteredTaskRow, TaskBlobRow] | None:
+        with self.session() as s:
+            row = s.get(RegisteredTaskRow, task_id)
+            if row is None:
+                return None
+            blob = s.get(TaskBlobRow, row.task_hash)
+            assert blob is not None
+            return row, blob
+
+    def registered_tasks(self, limit: int = 100) -> list[RegisteredTaskRow]:
+        with self.session() as s:
+            return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
+
+    # --------------------------------------------------------------------- keys
+
+    def add_key(self, key_id: str, secret_hash: str, scopes: list[str], name: str | None) -> None:
+        with self.session() as s, s.begin():
+            s.add(ApiKeyRow(key_id=key_id, secret_hash=secret_hash, scopes=",".join(scopes), name=name))
+
+    def key(self, key_id: str) -> ApiKeyRow | None:
+        with self.session() as s:
+            return s.get(ApiKeyRow, key_id)
+
+    # -------------------------------------------------------------- idempotency
+
+    def idempotent_response(self, caller_key_id: str, key: str, request_hash: str) -> dict[str, Any] | None:
+        with self.session() as s:
+            row = s.scalar(select(IdempotencyRow).where(IdempotencyRow.caller_key_id == caller_key_id,
+                                                        IdempotencyRow.key == key))
+        if row is None:
+            return None
+        if row.request_hash != request_hash:
+            raise IdempotencyConflict(f"Idempotency-Key {key!r} was already used for a different request")
+        return row.response
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def is_integrity_error(exc: BaseException) -> bool:
+    return isinstance(exc, IntegrityError)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,101 @@
+"""Math answer equivalence through the verifier's Python API, in the real sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from verifiers import registry
+from verifiers.base import Verdict, VerifyContext
+
+EQUAL = [
+    ("1/2", r"\boxed{\frac{1}{2}}"), ("1/2", r"\boxed{0.5}"), ("1/2", r"\boxed{\dfrac12}"), ("1/2", r"\boxed{2/4}"),
+    ("0.5", r"\boxed{1/2}"), ("3", r"\boxed{3}"), ("3", r"\boxed{3.0}"), ("3", "The answer is 3."),
+    ("3", r"\boxed{x = 3}"), ("-7", r"\boxed{-7}"), ("-7", r"\boxed{- 7}"), ("1000000", r"\boxed{1,000,000}"),
+    ("1000000", r"\boxed{10^6}"), ("1234", r"\boxed{1,234}"), (r"\sqrt{2}", r"\boxed{\sqrt2}"),
+    (r"\sqrt{8}", r"\boxed{2\sqrt{2}}"), (r"\frac{\sqrt{3}}{2}", r"\boxed{\frac{1}{2}\sqrt{3}}"),
+    (r"\frac{1}{\sqrt{2}}", r"\boxed{\frac{\sqrt{2}}{2}}"), (r"\pi", r"\boxed{\pi}"), (r"2\pi", r"\boxed{2 \pi}"),
+    (r"\frac{\pi}{4}", r"\boxed{\pi/4}"), (r"\frac{3\pi}{2}", r"\boxed{1.5\pi}"), ("50", r"\boxed{50\%}"),
+    ("50", r"\boxed{50}\%"), ("30", r"\boxed{30^\circ}"), ("30", r"\boxed{30^{\circ}}"), ("12", r"\boxed{12 \text{ cm}}"),
+    ("12", r"\boxed{12\text{ meters}}"), ("5", r"\boxed{\$5}"), ("5", r"$\boxed{5}$."), ("42", "42"),
+    ("42", "Final Answer: 42"), ("42", "so the final answer is $42$."), ("42", "We get 40 then 42"),
+    ("x^2+2x+1", r"\boxed{(x+1)^2}"), ("2x+2", r"\boxed{2(x+1)}"), (r"\frac{x}{2}", r"\boxed{x/2}"),
+    ("x^2-1", r"\boxed{(x-1)(x+1)}"), (r"\sin^2 x + \cos^2 x", r"\boxed{1}"), ("e^2", r"\boxed{e^{2}}"),
+    (r"\ln 8", r"\boxed{3\ln 2}"), (r"\log_2 8", r"\boxed{3}"), ("(1, 2)", r"\boxed{(1,2)}"),
+    ("(1, 2)", r"\boxed{\left(1, 2\right)}"), ("(1/2, 3)", r"\boxed{(0.5, 3)}"), (r"\{1, 2\}", r"\boxed{\{2, 1\}}"),
+    ("1, 2", r"\boxed{2, 1}"), ("1, 2", r"\boxed{1 \text{ and } 2}"), ("[2, 5)", r"\boxed{[2,5)}"),
+    ("(2, 5]", r"\boxed{\left(2, 5\right]}"), (r"(-\infty, 3)", r"\boxed{(-\infty,3)}"),
+    (r"[0, \infty)", r"\boxed{[0,\infty)}"), (r"(-\infty, 0) \cup (1, \infty)", r"\boxed{(-\infty,0)\cup(1,\infty)}"),
+    ("3.14", r"\boxed{\pi}"), ("0.333", r"\boxed{1/3}"), ("1/3", r"\boxed{0.333333333}"), ("2^{10}", r"\boxed{1024}"),
+    ("10!", r"\boxed{3628800}"), ("1/2^{99}", r"\boxed{2^{-99}}"), (r"\frac{7}{3}", r"\boxed{2\frac{1}{3}}".replace(r"2\frac", r"2+\frac")),
+    ("i", r"\boxed{i}"), ("2+3i", r"\boxed{3i+2}"), ("yes", r"\boxed{\text{Yes}}"), ("A", r"\boxed{A}"),
+    ("0", r"\boxed{0}"), ("0", r"\boxed{-0}"), ("100", r"\boxed{100.00}"), ("6", r"\boxed{3!}"),
+    (r"\frac{1}{4}", r"\boxed{\frac14}"), ("4", r"\boxed{\sqrt{16}}"), ("2", r"\boxed{\sqrt[3]{8}}"),
+    ("0.1", r"\boxed{\frac{1}{10}}"), ("-\\frac{1}{2}", r"\boxed{-0.5}"), ("5", r"\boxed{5.}"), ("7", r"\boxed{7}."),
+    ("ab", r"\boxed{ba}"), ("2a+b", r"\boxed{b+2a}"), (r"\alpha + 1", r"\boxed{1+\alpha}"),
+]
+
+NOT_EQUAL = [
+    ("1/2", r"\boxed{1/3}"), ("1/2^{98}", r"\boxed{1/2^{99}}"), ("100000000000", r"\boxed{99999999999}"),
+    ("[2, 5)", r"\boxed{(2,5)}"), ("(2, 5)", r"\boxed{[2,5]}"), ("25", r"\boxed{2500}"), ("25", r"\boxed{0.25}"),
+    ("(1, 2)", r"\boxed{(2, 1)}"), (r"\{1, 2\}", r"\boxed{\{1, 2, 3\}}"), ("1, 2", r"\boxed{1}"), ("3", r"\boxed{-3}"),
+    ("3", r"\boxed{3.1}"), ("3.14", r"\boxed{3.15}"), ("1/3", r"\boxed{0.33}"), ("1/3", r"\boxed{0.3}"),
+    (r"\sqrt{2}", r"\boxed{1.41}"), ("x^2+1", r"\boxed{x^2-1}"), ("2x", r"\boxed{2y}"), (r"\pi", r"\boxed{3}"),
+    ("e", r"\boxed{2.7}"), ("0", r"\boxed{1}"), ("yes", r"\boxed{no}"), ("A", r"\boxed{B}"),
+    ("10", r"\boxed{10^{10}}"), ("1", r"\boxed{0.999}"), ("2", r"\boxed{\sqrt{5}}"), ("1000", r"\boxed{1,001}"),
+    ("(1, 2)", r"\boxed{(1, 2, 3)}"), ("[0, 1]", r"\boxed{[0, 1)}"), ("5", r"\boxed{50\%}"), ("7", "The answer is 8."),
+    (r"2\sqrt{3}", r"\boxed{3\sqrt{2}}"), ("x+1", r"\boxed{x}"), (r"\frac{\pi}{2}", r"\boxed{\pi}"), ("12", r"\boxed{1/2}"),
+    ("1", r"\boxed{i}"), ("1e-30", r"\boxed{0}".replace("0", "10^{-29}")), ("2^{100}", r"\boxed{2^{100}+1}"),
+]
+
+UNPARSABLE = [r"\boxed{}", r"\boxed{1 +}", r"\boxed{)(}", "I do not know, the answer cannot be determined here at all"]
+
+
+@pytest.fixture(scope="module")
+def math_verifier():
+    return registry.get("math")
+
+
+def _verdict(math_verifier, sandbox, gold: str, response: str):
+    task = math_verifier.parse_task({"answer": gold})
+    return math_verifier.verify(task, response, VerifyContext(sandbox))
+
+
+@pytest.mark.parametrize(("gold", "response"), EQUAL)
+def test_equivalent_answers_are_correct(math_verifier, sandbox, gold, response):
+    outcome = _verdict(math_verifier, sandbox, gold, response)
+    assert outcome.verdict is Verdict.correct, outcome.evidence
+
+
+@pytest.mark.parametrize(("gold", "response"), NOT_EQUAL)
+def test_different_answers_are_incorrect(math_verifier, sandbox, gold, response):
+    outcome = _verdict(math_verifier, sandbox, gold, response)
+    assert outcome.verdict is Verdict.incorrect, outcome.evidence
+
+
+@pytest.mark.parametrize("response", UNPARSABLE)
+def test_unusable_answers_get_no_reward(math_verifier, sandbox, response):
+    task = math_verifier.parse_task({"answer": "1", "last_number_fallback": False})
+    outcome = math_verifier.verify(task, response, VerifyContext(sandbox))
+    assert outcome.verdict in (Verdict.invalid_format, Verdict.incorrect)
+    assert outcome.reward(task) == 0.0
+
+
+def test_case_counts_cover_the_contract():
+    assert len(EQUAL) + len(NOT_EQUAL) >= 100
+
+
+def test_last_number_fallback_is_configurable(math_verifier, sandbox):
+    response = "First we get 12, then after more steps we finally reach 42\nwhich is it"
+    on = math_verifier.verify(math_verifier.parse_task({"answer": "42"}), response, VerifyContext(sandbox))
+    off_task = math_verifier.parse_task({"answer": "42", "last_number_fallback": False})
+    off = math_verifier.verify(off_task, response, VerifyContext(sandbox))
+    assert on.verdict is Verdict.correct and on.evidence["extraction"] == "last_number"
+    assert off.verdict is Verdict.invalid_format
+
+
+def test_evidence_explains_the_match(math_verifier, sandbox):
+    outcome = _verdict(math_verifier, sandbox, "1/2", r"so \boxed{\dfrac{2}{4}}")
+    assert outcome.evidence["extracted"] == r"\dfrac{2}{4}"
+    assert outcome.evidence["answer_normalised"] == "1/2"
+    assert outcome.evidence["gold_normalised"] == "1/2"
+    assert outcome.evidence["how"]
