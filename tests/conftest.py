@@ -41,8 +41,8 @@ class LiveServer:
 
     def __init__(self, workdir: Path, env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
-        self.db_url = f"sqlite:///{workdir / 'audit.db'}"
         self.extra_env = env or {}
+        self.db_url = self.extra_env.get("ASSAY_DATABASE_URL", f"sqlite:///{workdir / 'audit.db'}")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None

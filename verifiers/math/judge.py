@@ -40,5 +40,19 @@ def judge_one(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_WARM_UP = [
+    ("1/2", "0.5"), ("x(x+1)", "x^2+x"), ("2\\sqrt{2}", "\\sqrt{8}"), ("(1, 2)", "(1,2)"), ("[1, 2)", "[1,2)"),
+    ("3\\pi", "\\pi \\cdot 3"), ("1.25", "1.250"), ("\\{1,2\\}", "\\{2,1\\}"), ("\\sin x", "\\cos x"),
+    ("e^{i\\pi}", "-1"), ("\\log_2 8", "3"), ("10!", "3628800"), ("yes", "\\text{no}"),
+]
+
+
+def sandbox_warm_up() -> None:
+    """Run in the warm worker before it forks jobs: sympy's lazy imports and caches
+    then cost nothing per job."""
+    for answer, gold in _WARM_UP:
+        judge_one({"answer": answer, "gold": gold})
+
+
 def serve(payload: Any, channel: Any) -> None:
     channel.serve(judge_one)

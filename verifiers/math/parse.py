@@ -87,7 +87,9 @@ def normalise(text: str) -> str:
     s = s.replace("∞", "\\infty").replace("√", "\\sqrt")
     s = re.sub(r"\\(?:dots|ldots|cdots)", "", s)
     # Thousands separators: 1,234,567 (groups of exactly three digits, no spaces).
-    s = re.sub(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])", lambda m: m.group(0).replace(",", ""), s)
+    # Only a whole answer: inside brackets "91,120" is a pair, not ninety-one thousand.
+    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s):
+        s = s.replace(",", "")
     s = re.sub(r"(\d)\\?\s+(?=\d{3}\b)", r"\1", s) if re.fullmatch(r"\d{1,3}(\s\d{3})+", s) else s
     s = _strip_units(s)
     return s.strip().rstrip(".").strip()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install what Assay needs on a fresh Debian/Ubuntu machine, idempotently.
+#
+#   scripts/install.sh service   bubblewrap + a virtualenv (.venv) with the service
+#   scripts/install.sh test      the above + trainer and test dependencies
+#
+# Environment: ASSAY_VENV (default .venv in the repository).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-service}"
+VENV="${ASSAY_VENV:-$PWD/.venv}"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v setpriv >/dev/null || missing+=(util-linux)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install.sh: installing ${missing[*]}" >&2
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+extras="service"
+if [ "$what" = test ]; then
+  extras="service,trainer,test"
+fi
+"$VENV/bin/python" -m pip install -q -e ".[${extras}]"

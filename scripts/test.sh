@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install everything the tests need and run the whole suite:
+# bubblewrap and the virtualenv, a private Postgres cluster, and (unless
+# ASSAY_SKIP_DOCKER=1) the Docker engine, Compose v2 and the offline-built images, so the
+# verifier suite runs on both sandbox backends. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install.sh test
+VENV="${ASSAY_VENV:-$PWD/.venv}"
+
+ASSAY_TEST_POSTGRES_URL="$(scripts/postgres.sh start)"
+export ASSAY_TEST_POSTGRES_URL
+export ASSAY_SQL_POSTGRES_URL="${ASSAY_SQL_POSTGRES_URL:-$ASSAY_TEST_POSTGRES_URL}"
+
+backends=process
+if [ "${ASSAY_SKIP_DOCKER:-0}" != 1 ]; then
+  scripts/docker_engine.sh
+  make images
+  backends=process,docker
+fi
+export ASSAY_TEST_BACKENDS="${ASSAY_TEST_BACKENDS:-$backends}"
+
+"$VENV/bin/ruff" check .
+set +e
+"$VENV/bin/python" -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "test.sh: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+exit "$status"

@@ -1,0 +1,108 @@
+"""The process sandbox's limits, proven before any verifier trusts them."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from sandboxes.base import Job, Limits, SandboxUnavailable
+from sandboxes.process import ProcessSandbox, check_namespaces
+
+
+def py(code: str, **limits: float) -> Job:
+    return Job(command=["python3", "-c", code], limits=Limits(**{"wall_s": 10, **limits}))
+
+
+@pytest.fixture(scope="module")
+def box():
+    sandbox = ProcessSandbox(workers=2)
+    yield sandbox
+    sandbox.close()
+
+
+def test_runs_a_command_with_files_and_stdin(box):
+    job = Job(command=["python3", "-c", "import sys; print(open('data.txt').read(), sys.stdin.read())"],
+              files={"data.txt": b"hello"}, stdin=b"world")
+    result = box.run(job)
+    assert result.exit_code == 0
+    assert result.stdout == b"hello world\n"
+
+
+def test_fork_bomb_is_contained_and_killed(box):
+    result = box.run(py("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", wall_s=2))
+    assert result.killed_by == "timeout"
+    assert box.run(py("print('alive')")).stdout == b"alive\n"
+
+
+def test_memory_bomb_hits_the_limit(box):
+    result = box.run(py("x = bytearray(2 * 1024**3)", memory_mb=256))
+    assert result.killed_by == "memory"
+
+
+def test_busy_loop_hits_the_cpu_limit(box):
+    result = box.run(py("while True: pass", cpu_s=1))
+    assert result.killed_by == "cpu" and result.cpu_s < 3
+
+
+def test_ignored_signals_and_sleep_hit_the_wall_clock(box):
+    started = time.monotonic()
+    code = "import signal, time\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, signal.SIG_IGN)\ntime.sleep(60)"
+    result = box.run(py(code, wall_s=1))
+    assert result.killed_by == "timeout" and time.monotonic() - started < 5
+
+
+def test_output_flood_is_capped(box):
+    result = box.run(py("while True: print('x' * 10000)", output_bytes=50_000))
+    assert result.killed_by == "output" and result.stdout_truncated and len(result.stdout) == 50_000
+
+
+def test_no_network(box):
+    result = box.run(py("import socket\ns = socket.create_connection(('127.0.0.1', 22), timeout=2)"))
+    assert result.exit_code != 0
+    assert b"Network is unreachable" in result.stderr or b"Connection refused" in result.stderr
+
+
+def test_system_is_read_only_and_host_files_are_hidden(box):
+    result = box.run(Job(command=["sh", "-c", "touch /usr/x; touch /etc/x; ls /root /work /home 2>&1; ls /proc | wc -l"]))
+    out = result.stdout.decode() + result.stderr.decode()
+    assert "Read-only file system" in out
+    assert "No such file or directory" in out  # /work (this repository) and /root's files are not there
+    assert result.stdout.decode().strip().splitlines()[-1] == "0"  # an empty /proc
+
+
+def test_scratch_is_private_to_each_job(box):
+    box.run(Job(command=["sh", "-c", "echo secret > /tmp/work/left-behind; echo x > /tmp/also"]))
+    result = box.run(Job(command=["sh", "-c", "ls -a /tmp /tmp/work"]))
+    assert b"left-behind" not in result.stdout and b"also" not in result.stdout
+
+
+def test_escaped_background_process_dies_with_the_job(box):
+    marker_job = Job(command=["sh", "-c", "(setsid sh -c 'sleep 3; echo late > /tmp/work/late' &); echo started"],
+                     limits=Limits(wall_s=2))
+    assert box.run(marker_job).stdout == b"started\n"
+    # Had the sleeper survived it would still hold the worker's uid's process slots;
+    # the next job runs in a fresh namespace and sees none of it.
+    result = box.run(Job(command=["sh", "-c", "ls /tmp/work; echo done"]))
+    assert result.stdout == b"done\n"
+
+
+def test_kill_process_group_or_parent_does_not_hurt_the_worker(box):
+    box.run(py("import os, signal\nos.kill(0, signal.SIGKILL)"))
+    box.run(py("import os, signal\nos.kill(-1, signal.SIGKILL)"))
+    assert box.run(py("print(1)")).stdout == b"1\n"
+
+
+def test_refuses_to_start_without_namespaces(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        check_namespaces()
+
+
+def test_jobs_run_as_unprivileged_user(box):
+    result = box.run(py("import os; print(os.getuid(), os.geteuid())"))
+    uid = int(result.stdout.split()[0])
+    if os.geteuid() == 0:
+        assert uid >= 61000
+    assert box.run(py("import os; os.setuid(0)")).exit_code != 0
