@@ -32,7 +32,8 @@ def make_pairs(n: int, seed: int = 7) -> list[tuple[str, str]]:
         if kind == 0:
             gold, same, other = str(a), [str(a), f"{a}.0"], [str(a + 1), str(-a)]
         elif kind == 1:
-            gold, same, other = f"\\frac{{{a}}}{{{b}}}", [f"{a}/{b}", f"\\dfrac{{{2 * a}}}{{{2 * b}}}"], [f"{a + 1}/{b}"]
+            gold = f"\\frac{{{a}}}{{{b}}}"
+            same, other = [f"{a}/{b}", f"\\dfrac{{{2 * a}}}{{{2 * b}}}"], [f"{a + 1}/{b}"]
         elif kind == 2:
             gold, same, other = f"{a}\\sqrt{{2}}", [f"\\sqrt{{{2 * a * a}}}", f"{a} \\sqrt 2"], [f"{a}\\sqrt{{3}}"]
         elif kind == 3:

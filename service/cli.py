@@ -39,7 +39,11 @@ def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _read_items(path: str) -> list[dict[str, Any]]:
-    text = sys.stdin.read() if path == "-" else open(path).read()
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        with open(path) as f:
+            text = f.read()
     text = text.strip()
     if not text:
         return []
@@ -109,12 +113,17 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{row.id}  {row.created_at:%Y-%m-%d %H:%M:%S}  {row.verifier:<10} {row.verdict:<15}"
                   f" reward={row.reward:<6g} flags={','.join(row.flags or []) or '-'}")
         return 0
-    out = sys.stdout if args.out in (None, "-") else open(args.out, "w")
+    if args.out in (None, "-"):
+        _export(store, filters, sys.stdout)
+    else:
+        with open(args.out, "w") as out:
+            _export(store, filters, out)
+    return 0
+
+
+def _export(store: Any, filters: dict[str, Any], out: Any) -> None:
     for row in store.iter_all(**filters):
         out.write(json.dumps(_row_json(row)) + "\n")
-    if out is not sys.stdout:
-        out.close()
-    return 0
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:

@@ -48,7 +48,9 @@ def test_busy_loop_hits_the_cpu_limit(box):
 
 def test_ignored_signals_and_sleep_hit_the_wall_clock(box):
     started = time.monotonic()
-    code = "import signal, time\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, signal.SIG_IGN)\ntime.sleep(60)"
+    code = ("import signal, time\n"
+            "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, signal.SIG_IGN)\n"
+            "time.sleep(60)")
     result = box.run(py(code, wall_s=1))
     assert result.killed_by == "timeout" and time.monotonic() - started < 5
 
@@ -65,7 +67,8 @@ def test_no_network(box):
 
 
 def test_system_is_read_only_and_host_files_are_hidden(box):
-    result = box.run(Job(command=["sh", "-c", "touch /usr/x; touch /etc/x; ls /root /work /home 2>&1; ls /proc | wc -l"]))
+    script = "touch /usr/x; touch /etc/x; ls /root /work /home 2>&1; ls /proc | wc -l"
+    result = box.run(Job(command=["sh", "-c", script]))
     out = result.stdout.decode() + result.stderr.decode()
     assert "Read-only file system" in out
     assert "No such file or directory" in out  # /work (this repository) and /root's files are not there

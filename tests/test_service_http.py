@@ -109,7 +109,8 @@ def test_auth_missing_wrong_and_insufficient_scope(live_server: LiveServer):
     reward_only = live_server.create_key("reward")
     with live_server.client(reward_only) as c:
         assert c.get("/v1/records").status_code == 403
-        assert c.post("/v1/tasks", json={"task_id": "t", "verifier": "math", "task": {"answer": "1"}}).status_code == 403
+        task = {"task_id": "t", "verifier": "math", "task": {"answer": "1"}}
+        assert c.post("/v1/tasks", json=task).status_code == 403
 
 
 @pytest.mark.parametrize(("body", "field"), [

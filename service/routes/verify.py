@@ -12,8 +12,9 @@ from service.schemas import ErrorOut, GroupsRequest, GroupsResponse, VerifyReque
 router = APIRouter(prefix="/v1", tags=["rewards"])
 _errors = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 404: {"model": ErrorOut},
            413: {"model": ErrorOut}, 422: {"model": ErrorOut}, 503: {"model": ErrorOut}}
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200,
-                                              description="Repeat a request safely: same key, same answer, no new records.")]
+IdempotencyKey = Annotated[str | None, Header(
+    alias="Idempotency-Key", max_length=200,
+    description="Repeat a request safely: same key, same answer, no new records.")]
 
 
 @router.post("/verify", response_model=VerifyResult, responses=_errors)
