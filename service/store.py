@@ -133,6 +133,7 @@ class AuditStore:
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         Base.metadata.create_all(self.engine)
+        _forbid_record_changes(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def session(self) -> Session:
@@ -255,6 +256,31 @@ class AuditStore:
         if row.request_hash != request_hash:
             raise IdempotencyConflict(f"Idempotency-Key {key!r} was already used for a different request")
         return row.response
+
+
+_APPEND_ONLY = {
+    "sqlite": [
+        "CREATE TRIGGER IF NOT EXISTS records_append_only_update BEFORE UPDATE ON records "
+        "BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END",
+        "CREATE TRIGGER IF NOT EXISTS records_append_only_delete BEFORE DELETE ON records "
+        "BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END",
+    ],
+    "postgresql": [
+        "CREATE OR REPLACE FUNCTION assay_records_append_only() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'audit records are append-only'; END $$",
+        "DROP TRIGGER IF EXISTS records_append_only ON records",
+        "CREATE TRIGGER records_append_only BEFORE UPDATE OR DELETE ON records "
+        "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
+    ],
+}
+
+
+def _forbid_record_changes(engine: Any) -> None:
+    """The database itself refuses UPDATE and DELETE on records, whoever connects."""
+    statements = _APPEND_ONLY.get(engine.dialect.name, [])
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.exec_driver_sql(statement)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

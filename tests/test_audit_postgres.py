@@ -9,7 +9,9 @@ import uuid
 import psycopg
 import pytest
 
+from service.store import AuditStore
 from tests.conftest import REPO, LiveServer
+from tests.test_audit_store import assert_append_only
 
 pytestmark = pytest.mark.postgres
 
@@ -51,3 +53,8 @@ def test_records_land_in_postgres_and_survive_restart(tmp_path, database: str):
             assert c.post(f"/v1/records/{ids[1]}/replay").json()["same_verdict"] is True
     finally:
         server.stop()
+
+
+def test_postgres_refuses_to_change_records(database: str):
+    assert_append_only(AuditStore(database))
+
