@@ -112,6 +112,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            for name in registry.names():
+                registry.get(name).close(VerifyContext(sandbox))
             sandbox.close()
             store.engine.dispose()
 

@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     max_inflight_responses: int = 1024
     retry_after_s: int = 2
     verify_threads: int = 16
+    # Tool-state environment sessions (POST /v1/envs): idle expiry and open-session caps.
+    env_ttl_s: float = Field(900.0, gt=0)
+    env_max_per_key: int = Field(256, ge=1)
+    env_max_sessions: int = Field(4096, ge=1)
 
     @cached_property
     def is_sqlite(self) -> bool:

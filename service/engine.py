@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -57,6 +57,11 @@ class Resolved:
     task_id: str | None
     task_hash: str
     raw: dict[str, Any]
+    public: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Computed once per task, not once per record.
+        self.public = self.task.public_view()
 
 
 @dataclass
@@ -198,7 +203,7 @@ class Engine:
             caller_key_id=caller.key_id,
             task_id=resolved.task_id,
             task_hash=resolved.task_hash,
-            task_public=resolved.task.public_view(),
+            task_public=resolved.public,
             verifier=resolved.verifier.name,
             verifier_version=resolved.verifier.version,
             response_hash=sha256_text(response),

@@ -159,6 +159,9 @@ class Verifier(abc.ABC):
     def warm(self, ctx: VerifyContext) -> None:  # noqa: B027
         """Start whatever sandbox pools this verifier uses (optional)."""
 
+    def close(self, ctx: VerifyContext) -> None:  # noqa: B027
+        """Release what this verifier holds in the sandbox, before the sandbox closes (optional)."""
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -12,14 +12,13 @@ The verdict does not trust these steps either: `finish` replays the recorded cal
 the sandbox like any other response.
 
 Sessions live in this process's memory, expire after an idle time, and are limited per
-API key and in total. Limits can be set with ASSAY_ENV_TTL_S, ASSAY_ENV_MAX_PER_KEY and
+API key and in total. Limits are settings: ASSAY_ENV_TTL_S, ASSAY_ENV_MAX_PER_KEY and
 ASSAY_ENV_MAX_SESSIONS.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import threading
 import time
@@ -31,6 +30,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.auth import Caller, require_scope
+from service.config import Settings
 from service.schemas import ErrorOut, VerifyRequest, VerifyResult
 from verifiers.tool_state.env import Environment
 from verifiers.tool_state.packs import get_pack
@@ -38,12 +38,12 @@ from verifiers.tool_state.task import ToolStateTask
 from verifiers.tool_state.trace import MAX_ARGS_CHARS, MAX_TOOL_NAME, dumps_trace
 
 VERIFIER = "tool_state"
-DEFAULT_TTL_S = 900.0
-DEFAULT_MAX_PER_KEY = 256
-DEFAULT_MAX_SESSIONS = 4096
 # A finished session keeps its result this long, so that a retried finish gets the
 # same answer (and no second record) instead of a 404.
 FINISHED_KEEP_S = 300.0
+MAX_SESSION_STATE_CHARS = 1_000_000
+# Room kept in the response limit for the final message and the trace's envelope.
+FINISH_ROOM_CHARS = 2000
 
 router = APIRouter(prefix="/v1/envs", tags=["environments"])
 _errors = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 404: {"model": ErrorOut},
@@ -109,6 +109,7 @@ class Session:
     task: ToolStateTask
     env: Environment
     calls: list[dict[str, Any]] = field(default_factory=list)
+    trace_chars: int = 0
     touched: float = 0.0
     finishing: bool = False
     result: VerifyResult | None = None
@@ -118,17 +119,15 @@ class Session:
 class SessionStore:
     """In-memory sessions with idle expiry and limits. Thread-safe."""
 
-    def __init__(self, ttl_s: float = DEFAULT_TTL_S, max_per_key: int = DEFAULT_MAX_PER_KEY,
-                 max_sessions: int = DEFAULT_MAX_SESSIONS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl_s: float, max_per_key: int, max_sessions: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s, self.max_per_key, self.max_sessions, self.clock = ttl_s, max_per_key, max_sessions, clock
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
     @classmethod
-    def from_environment(cls) -> SessionStore:
-        return cls(float(os.environ.get("ASSAY_ENV_TTL_S", DEFAULT_TTL_S)),
-                   int(os.environ.get("ASSAY_ENV_MAX_PER_KEY", DEFAULT_MAX_PER_KEY)),
-                   int(os.environ.get("ASSAY_ENV_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)))
+    def from_settings(cls, settings: Settings) -> SessionStore:
+        return cls(settings.env_ttl_s, settings.env_max_per_key, settings.env_max_sessions)
 
     def _expired(self, session: Session, now: float) -> bool:
         keep = FINISHED_KEEP_S if session.result is not None else self.ttl_s
@@ -181,7 +180,7 @@ def sessions(request: Request) -> SessionStore:
         with _create_lock:
             store = getattr(state, "env_sessions", None)
             if store is None:
-                store = state.env_sessions = SessionStore.from_environment()
+                store = state.env_sessions = SessionStore.from_settings(state.engine.settings)
     return store
 
 
@@ -197,6 +196,11 @@ async def open_env(body: OpenEnv, request: Request, caller: Caller = Depends(req
     resolved = request.app.state.engine.resolve(body)  # TaskInvalid -> 422, unknown task_id -> 404
     task = resolved.task
     assert isinstance(task, ToolStateTask)
+    # Sessions hold their state in this process's memory: bound what one may pin.
+    state_chars = len(json.dumps(task.initial()))
+    if state_chars > MAX_SESSION_STATE_CHARS:
+        raise HTTPException(422, f"task.initial_state: {state_chars} characters as JSON; environment sessions "
+                                 f"take at most {MAX_SESSION_STATE_CHARS}")
     store = sessions(request)
     session = store.add(caller.key_id, body, task)
     return OpenedEnv(env_id=session.id, environment=task.environment, actor=task.actor,
@@ -216,8 +220,17 @@ async def step(env_id: str, body: StepRequest, request: Request,
             raise HTTPException(409, "the session is finished")
         if len(session.calls) >= session.task.max_calls:
             raise HTTPException(409, f"the task allows at most {session.task.max_calls} calls; finish the session")
+        call = {"tool": body.tool, "args": body.args}
+        # The finished trace goes through /v1/verify's response limit: refuse the step that
+        # would make the session impossible to finish rather than fail at the end.
+        size = len(json.dumps(call, separators=(",", ":"), ensure_ascii=False)) + 1
+        limit = getattr(request.app.state.engine.settings, "max_response_chars", None)
+        if limit is not None and session.trace_chars + size > limit - FINISH_ROOM_CHARS:
+            raise HTTPException(409, f"the trace would exceed the service's response limit ({limit} characters); "
+                                     "finish the session")
         # Recorded as sent, so the finish trace replays to exactly these events.
-        session.calls.append({"tool": body.tool, "args": body.args})
+        session.calls.append(call)
+        session.trace_chars += size
         event = session.env.step(body.tool, body.args)
         steps_left = session.task.max_calls - len(session.calls)
     reply = event.reply()

@@ -123,11 +123,9 @@ def transfer(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     accounts = ctx.state["accounts"]
     source = accounts.get(source_id)
     # Only the owner moves money out, whatever their role: a teller freezes, not spends.
-    if source is None or source["owner"] != ctx.actor:
-        if source is None and not _is_teller(ctx):
-            raise BadArguments(f"no account {source_id[:40]!r} among yours")
-        if source is None:
-            raise BadArguments(f"no account {source_id[:40]!r}")
+    if source is None:
+        raise BadArguments(f"no account {source_id[:40]!r}" + ("" if _is_teller(ctx) else " among yours"))
+    if source["owner"] != ctx.actor:
         raise PermissionDenied(f"no account {source_id[:40]!r} among yours")
     target = accounts.get(target_id)
     if target is None:

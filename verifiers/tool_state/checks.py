@@ -10,6 +10,7 @@ neither required nor seen in a successful call of the trace.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -17,7 +18,7 @@ from verifiers.tool_state.env import Event
 
 DIFF_LIMIT = 50
 VALUE_TEXT_LIMIT = 200
-_TOKEN = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|[-+]?\d+(?:\.\d+)?|[^\W\d_]*\d\w*|\w+")
+_TOKEN = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d|,\d)|[-+]?\d+(?:\.\d+)?|[^\W\d_]*\d\w*|\w+")
 _NUMBER = re.compile(r"[-+]?[\d,]*\d(?:\.\d+)?")
 
 
@@ -122,19 +123,22 @@ def grounded_values(events: list[Event]) -> set[str]:
 def check_outputs(
     message: str,
     required: list[str],
-    grounded: set[str],
+    grounded: Callable[[], set[str]],
     max_unsupported: int,
     max_values: int,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Returns (failures, facts). A failure is {"output", "reason"}."""
+    """Returns (failures, facts). A failure is {"output", "reason"}. `grounded` is called
+    only when the message holds values beyond the required ones (it walks the trace)."""
     words = tokens(message)
     failures = [
         {"output": out, "reason": "not in the final message"} for out in required if not _contains(words, tokens(out))
     ]
     wanted = {t for out in required for t in tokens(out)}
     candidates = sorted({t for t in words if is_candidate(t)})
-    unsupported = [t for t in candidates if t not in wanted and t not in grounded]
-    facts = {"message_values": len(candidates), "unsupported_values": unsupported[:20]}
+    extra = [t for t in candidates if t not in wanted]
+    seen = grounded() if extra else set()
+    unsupported = [t for t in extra if t not in seen]
+    facts = {"message_values": len(candidates), "unsupported_values": [t[:40] for t in unsupported[:20]]}
     if required and len(unsupported) > max_unsupported:
         failures.append({
             "output": "*",

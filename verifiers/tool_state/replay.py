@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from verifiers.tool_state.checks import check_outputs, diff_states, grounded_values, missing_reads
-from verifiers.tool_state.env import VIOLATION_KINDS, Environment, Event
+from verifiers.tool_state.env import Environment, Event
 from verifiers.tool_state.packs import get_pack
 from verifiers.tool_state.trace import TraceError, parse_trace
 
@@ -49,8 +49,8 @@ def judge(spec: dict[str, Any]) -> dict[str, Any]:
                             spec["allowed_tools"])
     for call in trace.calls:
         env.step(call.tool, call.args)
-    violations = [e for e in env.events if e.error_kind in VIOLATION_KINDS]
-    errors = [e for e in env.events if not e.ok and e.error_kind not in VIOLATION_KINDS]
+    violations = [e for e in env.events if e.violation]
+    errors = [e for e in env.events if not e.ok and not e.violation]
     report["violations"] = [_event_view(e) for e in violations[:EVENT_LIMIT]]
     report["violation_count"] = len(violations)
     report["call_errors"] = [_event_view(e) for e in errors[:EVENT_LIMIT]]
@@ -63,7 +63,7 @@ def judge(spec: dict[str, Any]) -> dict[str, Any]:
         )
     report["state_diff"], report["state_diff_total"] = diff_states(env.state, spec["expected_state"])
     report["missing_reads"] = missing_reads(env.events, spec["required_reads"])
-    failed, facts = check_outputs(trace.final_message, spec["required_outputs"], grounded_values(env.events),
+    failed, facts = check_outputs(trace.final_message, spec["required_outputs"], lambda: grounded_values(env.events),
                                   spec["max_unsupported_values"], spec["max_message_values"])
     report["failed_outputs"], report["message_facts"] = failed, facts
     report["final_state_sha256"] = hashlib.sha256(
@@ -76,3 +76,10 @@ def run(payload: dict[str, Any], channel: object) -> dict[str, Any]:
     """Sandbox entry point: one judgement per response (a group shares the task)."""
     task = payload["task"]
     return {"reports": [judge({**task, "response": r}) for r in payload["responses"]]}
+
+
+def serve(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
+    """Sandbox entry point of a replay session: answers `run` requests until finished.
+    Each request is judged from its own task data; nothing is kept between requests."""
+    channel.serve(lambda body: run(body, channel))
+    return {"served": True}

@@ -47,6 +47,7 @@ class ToolStateTask(TaskBase):
 
     _initial: dict[str, Any] = PrivateAttr(default_factory=dict)
     _expected: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _public: dict[str, Any] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve(self) -> ToolStateTask:
@@ -79,6 +80,13 @@ class ToolStateTask(TaskBase):
             )
         self._initial, self._expected = initial, expected
         return self
+
+    def public_view(self) -> dict[str, Any]:
+        """Cached: the service writes it into every record of a group, and a validated
+        task is never changed (its states make it the costliest part of a record)."""
+        if self._public is None:
+            self._public = super().public_view()
+        return self._public
 
     def replay_spec(self) -> dict[str, Any]:
         """What the sandboxed replay needs (everything but the response)."""

@@ -10,23 +10,30 @@ stated as values without spraying candidates).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sandboxes.base import CallResult, Limits, SandboxError
+from sandboxes.base import CallResult, SandboxError
 from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.registry import register
+from verifiers.tool_state.runner import (
+    CALL_LIMITS,
+    CALL_POOL,
+    CALL_TARGET,
+    PRELOAD,
+    SERVE_POOL,
+    close_sessions,
+    sessions_for,
+)
 from verifiers.tool_state.task import ToolStateTask
 from verifiers.tool_state.trace import TraceError, check_size
 
-POOL = "tool_state"
-PRELOAD = ("verifiers.tool_state.replay",)
-TARGET = "verifiers.tool_state.replay:run"
-# Our own replay on bounded input: generous per response, small memory.
-LIMITS = Limits(wall_s=10.0, cpu_s=10.0, memory_mb=512, processes=4, output_bytes=100_000)
 BATCH_WALL_PER_RESPONSE_S = 0.5
 BATCH_WALL_CAP_S = 60.0
+# Keep each sandbox message well under the frame limits, however large the group.
+CHUNK_BYTES = 4_000_000
 
 
 class Report(BaseModel):
@@ -58,17 +65,25 @@ class ToolStateVerifier(Verifier):
     )
     task_model = ToolStateTask
 
+    def __init__(self, sessions: bool = True) -> None:
+        # False: a fresh sandboxed process per call, never a warm replay session.
+        self.sessions = sessions
+
     def warm(self, ctx: VerifyContext) -> None:
-        ctx.sandbox.warm(POOL, PRELOAD)
+        # Only the session pool: the fresh-process pool is a fallback, started on first use.
+        ctx.sandbox.warm(SERVE_POOL, PRELOAD)
+
+    def close(self, ctx: VerifyContext) -> None:
+        """Finish this verifier's replay sessions in the sandbox (called before it closes)."""
+        close_sessions(ctx.sandbox)
 
     def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
-        return self.verify_batch(task, [response], ctx)[0]
+        return self.verify_many(task, [response], ctx)[0]
 
-    def verify_batch(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
-        """Judge a group's responses in one sandbox call: the responses are data for our
-        own replay code (no candidate code runs), so sharing one process between them
-        cannot let one response affect another's judgement. If the shared call dies, each
-        response is retried alone so that the failure lands on the one that caused it."""
+    def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
+        """Judge a group's responses together: the responses are data for our own replay
+        code (no candidate code runs), so sharing a sandboxed process between them cannot
+        let one response affect another's judgement."""
         assert isinstance(task, ToolStateTask)
         outcomes: list[Outcome | None] = [None] * len(responses)
         pending: list[int] = []
@@ -78,38 +93,65 @@ class ToolStateVerifier(Verifier):
                 pending.append(i)
             except TraceError as exc:
                 outcomes[i] = _unparsed(str(exc), ["oversized_trace"])
-        if len(pending) > 1:
-            result = self._call(task, [responses[i] for i in pending], ctx)
-            reports = _reports(result, len(pending))
-            if reports is not None:
-                for i, report in zip(pending, reports, strict=True):
-                    outcomes[i] = _outcome(report, result)
-                pending = []
-        for i in pending:
-            result = self._call(task, [responses[i]], ctx)
-            reports = _reports(result, 1)
-            outcomes[i] = _outcome(reports[0], result) if reports is not None else _killed(result)
+        for chunk in _chunks(pending, responses):
+            for i, outcome in zip(chunk, self._judge(task, [responses[i] for i in chunk], ctx), strict=True):
+                outcomes[i] = outcome
         return [o for o in outcomes if o is not None]
 
-    def _call(self, task: ToolStateTask, responses: list[str], ctx: VerifyContext) -> CallResult:
-        wall = min(BATCH_WALL_CAP_S, LIMITS.wall_s + BATCH_WALL_PER_RESPONSE_S * (len(responses) - 1))
-        limits = LIMITS.replace(wall_s=wall, cpu_s=wall)
+    def _judge(self, task: ToolStateTask, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
         payload = {"task": task.replay_spec(), "responses": responses}
-        return ctx.sandbox.call(TARGET, payload, limits, pool=POOL, preload=PRELOAD)
+        started = time.perf_counter()
+        value = sessions_for(ctx.sandbox).request(payload) if self.sessions else None
+        if value is not None:
+            per = (time.perf_counter() - started) / len(responses)
+            usage = {"backend": ctx.sandbox.name, "mode": "replay_session", "wall_s": round(per, 4)}
+            return [_outcome(r, usage) for r in _validate(value, len(responses))]
+        # No session answered: one fresh process for the group, and if that is killed,
+        # one per response, so that a kill lands on the response that caused it.
+        if len(responses) > 1:
+            result = self._call(payload, ctx)
+            if result.returned or result.killed_by is None:
+                return [_outcome(r, result.summary()) for r in _reports(result, len(responses))]
+        outcomes = []
+        for response in responses:
+            result = self._call({**payload, "responses": [response]}, ctx)
+            reports = _reports(result, 1) if result.returned or result.killed_by is None else None
+            outcomes.append(_outcome(reports[0], result.summary()) if reports else _killed(result))
+        return outcomes
+
+    def _call(self, payload: dict[str, Any], ctx: VerifyContext) -> CallResult:
+        extra = BATCH_WALL_PER_RESPONSE_S * (len(payload["responses"]) - 1)
+        wall = min(BATCH_WALL_CAP_S, CALL_LIMITS.wall_s + extra)
+        limits = CALL_LIMITS.replace(wall_s=wall, cpu_s=wall)
+        return ctx.sandbox.call(CALL_TARGET, payload, limits, pool=CALL_POOL, preload=PRELOAD)
 
 
-def _reports(result: CallResult, count: int) -> list[Report] | None:
-    """The reports if the replay returned them; None if the sandbox killed it."""
+def _chunks(indices: list[int], responses: list[str]) -> list[list[int]]:
+    chunks: list[list[int]] = []
+    size = 0
+    for i in indices:
+        length = len(responses[i])
+        if not chunks or size + length > CHUNK_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(i)
+        size += length
+    return chunks
+
+
+def _validate(value: Any, count: int) -> list[Report]:
+    try:
+        reports = [Report.model_validate(r) for r in value["reports"]]
+    except (ValidationError, KeyError, TypeError) as exc:
+        raise SandboxError(f"tool_state replay returned a malformed report: {clip(str(exc), 300)}") from exc
+    if len(reports) != count:
+        raise SandboxError("tool_state replay returned the wrong number of reports")
+    return reports
+
+
+def _reports(result: CallResult, count: int) -> list[Report]:
     if result.returned:
-        try:
-            reports = [Report.model_validate(r) for r in result.value["reports"]]
-        except (ValidationError, KeyError, TypeError) as exc:
-            raise SandboxError(f"tool_state replay returned a malformed report: {clip(str(exc), 300)}") from exc
-        if len(reports) != count:
-            raise SandboxError("tool_state replay returned the wrong number of reports")
-        return reports
-    if result.killed_by is not None:
-        return None
+        return _validate(result.value, count)
     # Our replay raised or vanished without a limit being hit: a verifier bug, not a reward.
     detail = result.raised or clip(result.stderr, 500)
     raise SandboxError(f"tool_state replay failed: {detail}")
@@ -129,7 +171,7 @@ def _killed(result: CallResult) -> Outcome:
     return outcome
 
 
-def _outcome(report: Report, result: CallResult) -> Outcome:
+def _outcome(report: Report, usage: dict[str, Any]) -> Outcome:
     parsed = not (report.format_errors and report.final_state_sha256 is None)
     format_ok = not report.format_errors
     compliance_ok = parsed and report.violation_count == 0
@@ -142,7 +184,6 @@ def _outcome(report: Report, result: CallResult) -> Outcome:
         verdict = Verdict.incorrect
     else:
         verdict = Verdict.correct
-    evidence = report.model_dump()
     flags = []
     if report.claims_state:
         flags.append("claimed_state_ignored")
@@ -156,4 +197,4 @@ def _outcome(report: Report, result: CallResult) -> Outcome:
     if any(f.get("output") == "*" for f in report.failed_outputs):
         flags.append("value_spraying")
     components = [hard("format", format_ok), hard("compliance", compliance_ok), hard("correctness", correct)]
-    return Outcome(verdict, components, evidence, flags, result.summary())
+    return Outcome(verdict, components, report.model_dump(), flags, usage)
