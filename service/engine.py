@@ -80,7 +80,6 @@ class Engine:
         self.store = store
         self.sandbox = sandbox
         self.metrics = metrics
-        self.ctx = VerifyContext(sandbox)
         self._limiter = anyio.CapacityLimiter(settings.verify_threads)
         self._inflight = 0
         self._inflight_lock = threading.Lock()
@@ -145,23 +144,24 @@ class Engine:
     def judge(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
         """Blocking: run the verifier; never raises for a response's own behaviour."""
         verifier = resolved.verifier
+        ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None)
         started = time.perf_counter()
         try:
             if type(verifier).verify_many is not Verifier.verify_many:
-                outcomes = verifier.verify_many(resolved.task, responses, self.ctx)
+                outcomes = verifier.verify_many(resolved.task, responses, ctx)
                 per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
                 return [Judged(o, per) for o in outcomes]
-            return [self._judge_one(verifier, resolved.task, r) for r in responses]
+            return [self._judge_one(verifier, resolved.task, r, ctx) for r in responses]
         except TaskInvalid:
             raise
         except Exception as exc:  # infrastructure or verifier bug: reported, never a reward
             per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
             return [Judged(self._error_outcome(verifier, exc), per) for _ in responses]
 
-    def _judge_one(self, verifier: Verifier, task: TaskBase, response: str) -> Judged:
+    def _judge_one(self, verifier: Verifier, task: TaskBase, response: str, ctx: VerifyContext) -> Judged:
         started = time.perf_counter()
         try:
-            outcome = verifier.verify(task, response, self.ctx)
+            outcome = verifier.verify(task, response, ctx)
         except TaskInvalid:
             raise
         except Exception as exc:

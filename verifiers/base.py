@@ -132,6 +132,9 @@ def clip(text: str | bytes | None, limit: int = EVIDENCE_TEXT_LIMIT) -> str:
 @dataclass
 class VerifyContext:
     sandbox: Sandbox
+    # False for registered tasks: their hidden fields must not reach evidence in clear
+    # (inline tasks came from the caller, who already holds them).
+    reveal_hidden: bool = True
 
 
 class Verifier(abc.ABC):

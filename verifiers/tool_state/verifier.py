@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandboxes.base import CallResult, SandboxError
-from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, clip, hard, sha256_json
 from verifiers.registry import register
 from verifiers.tool_state.runner import (
     CALL_LIMITS,
@@ -105,18 +105,18 @@ class ToolStateVerifier(Verifier):
         if value is not None:
             per = (time.perf_counter() - started) / len(responses)
             usage = {"backend": ctx.sandbox.name, "mode": "replay_session", "wall_s": round(per, 4)}
-            return [_outcome(r, usage) for r in _validate(value, len(responses))]
+            return [_outcome(r, usage, ctx.reveal_hidden) for r in _validate(value, len(responses))]
         # No session answered: one fresh process for the group, and if that is killed,
         # one per response, so that a kill lands on the response that caused it.
         if len(responses) > 1:
             result = self._call(payload, ctx)
             if result.returned or result.killed_by is None:
-                return [_outcome(r, result.summary()) for r in _reports(result, len(responses))]
+                return [_outcome(r, result.summary(), ctx.reveal_hidden) for r in _reports(result, len(responses))]
         outcomes = []
         for response in responses:
             result = self._call({**payload, "responses": [response]}, ctx)
             reports = _reports(result, 1) if result.returned or result.killed_by is None else None
-            outcomes.append(_outcome(reports[0], result.summary()) if reports else _killed(result))
+            outcomes.append(_outcome(reports[0], result.summary(), ctx.reveal_hidden) if reports else _killed(result))
         return outcomes
 
     def _call(self, payload: dict[str, Any], ctx: VerifyContext) -> CallResult:
@@ -171,7 +171,19 @@ def _killed(result: CallResult) -> Outcome:
     return outcome
 
 
-def _outcome(report: Report, usage: dict[str, Any]) -> Outcome:
+def _redacted(evidence: dict[str, Any]) -> dict[str, Any]:
+    """Evidence for a registered task: expected values and required outputs as hashes."""
+    evidence = dict(evidence)
+    evidence["state_diff"] = [{**d, "want": {"sha256": sha256_json(d.get("want"))}}
+                              for d in evidence.get("state_diff") or []]
+    evidence["failed_outputs"] = [{**f, "output": f["output"] if f.get("output") == "*"
+                                   else {"sha256": sha256_json(f.get("output"))}}
+                                  for f in evidence.get("failed_outputs") or []]
+    evidence["missing_reads"] = [{"sha256": sha256_json(r)} for r in evidence.get("missing_reads") or []]
+    return evidence
+
+
+def _outcome(report: Report, usage: dict[str, Any], reveal_hidden: bool = True) -> Outcome:
     parsed = not (report.format_errors and report.final_state_sha256 is None)
     format_ok = not report.format_errors
     compliance_ok = parsed and report.violation_count == 0
@@ -197,4 +209,5 @@ def _outcome(report: Report, usage: dict[str, Any]) -> Outcome:
     if any(f.get("output") == "*" for f in report.failed_outputs):
         flags.append("value_spraying")
     components = [hard("format", format_ok), hard("compliance", compliance_ok), hard("correctness", correct)]
-    return Outcome(verdict, components, report.model_dump(), flags, usage)
+    evidence = report.model_dump()
+    return Outcome(verdict, components, evidence if reveal_hidden else _redacted(evidence), flags, usage)

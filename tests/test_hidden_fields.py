@@ -1,0 +1,42 @@
+"""Registered tasks keep their hidden fields hidden: no read endpoint, result or record
+returns them in clear (inline tasks came from the caller, who holds them already)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import LiveServer
+from verifiers.tool_state.examples import transfer_task
+from verifiers.tool_state.trace import dumps_trace
+
+
+def test_registered_tool_state_task_hides_expected_values(live_server: LiveServer):
+    # A secret amount and output, so any leak is recognisable.
+    task = transfer_task(
+        gold_actions=[{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", "amount": 137}}],
+        required_outputs=["813"],
+    )
+    wrong = dumps_trace([{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", "amount": 5}}],
+                        "Done.")
+    with live_server.client() as c:
+        assert c.post("/v1/tasks", json={"task_id": "bank/secret", "verifier": "tool_state", "task": task}).is_success
+        shown = c.get("/v1/tasks/bank/secret").json()
+        result = c.post("/v1/verify", json={"verifier": "tool_state", "task_id": "bank/secret", "response": wrong})
+        assert result.status_code == 200 and result.json()["verdict"] == "incorrect"
+        record = c.get(f"/v1/records/{result.json()['record_id']}").json()
+        export = c.get("/v1/records/export", params={"task_id": "bank/secret"}).text
+    for text in (json.dumps(shown), result.text, json.dumps(record), export):
+        assert "813" not in text and "137" not in text
+        assert '"want": 1000' not in text
+    assert record["evidence"]["state_diff"], "the diff is still there, with hashed expected values"
+    assert all("sha256" in d["want"] for d in record["evidence"]["state_diff"])
+
+
+def test_inline_task_evidence_shows_the_diff(live_server: LiveServer):
+    task = transfer_task()
+    wrong = dumps_trace([{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", "amount": 5}}],
+                        "Done.")
+    with live_server.client() as c:
+        result = c.post("/v1/verify", json={"verifier": "tool_state", "task": task, "response": wrong}).json()
+    wants = {d["want"] for d in result["evidence"]["state_diff"] if not isinstance(d["want"], dict)}
+    assert 450 in wants
