@@ -1,0 +1,54 @@
+"""Turning a trainer's batch (completions + dataset columns) into Assay groups."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from trainer_client.results import Group
+
+# Builds the task reference of row i from the trainer's columns: {"verifier", "task"|"task_id"}.
+TaskBuilder = Callable[[dict[str, Sequence[Any]], int], dict[str, Any]]
+
+
+def default_task_builder(verifier: str = "math") -> TaskBuilder:
+    """Columns `task_id`, then `task` (object or JSON), then `answer`/`solution` (math answer)."""
+
+    def build(columns: dict[str, Sequence[Any]], i: int) -> dict[str, Any]:
+        name = columns["verifier"][i] if "verifier" in columns else verifier
+        if columns.get("task_id") is not None and columns["task_id"][i] is not None:
+            return {"verifier": name, "task_id": str(columns["task_id"][i])}
+        if columns.get("task") is not None and columns["task"][i] is not None:
+            task = columns["task"][i]
+            return {"verifier": name, "task": json.loads(task) if isinstance(task, str) else dict(task)}
+        for column in ("answer", "solution", "ground_truth"):
+            if columns.get(column) is not None:
+                return {"verifier": name, "task": {"answer": str(columns[column][i])}}
+        raise KeyError("no task column: give `task_id`, `task`, or `answer`/`solution`, or pass task_builder=")
+
+    return build
+
+
+def completion_text(completion: Any) -> str:
+    """A TRL completion: plain text, or a conversation whose last message is the answer."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        content = completion[-1].get("content", "")
+        if isinstance(content, list):  # multimodal content parts
+            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return str(content)
+    raise TypeError(f"unsupported completion type {type(completion).__name__}")
+
+
+def to_groups(refs: list[dict[str, Any]], texts: list[str]) -> tuple[list[Group], list[list[int]]]:
+    """Consecutive rows with the same task form one group (trainers repeat each prompt G
+    times in a row); returns the groups and the row indices of each."""
+    groups: list[tuple[dict[str, Any], list[int]]] = []
+    for i, ref in enumerate(refs):
+        if groups and groups[-1][0] == ref:
+            groups[-1][1].append(i)
+        else:
+            groups.append((ref, [i]))
+    return [Group(**ref, responses=[texts[i] for i in idx]) for ref, idx in groups], [idx for _, idx in groups]

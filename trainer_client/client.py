@@ -1,0 +1,386 @@
+"""HTTP client for the Assay reward API, sync (`RewardClient`) and async (`AsyncRewardClient`).
+
+Groups are packed into `POST /v1/groups` requests of at most `max_responses_per_request`
+responses, sent with at most `max_concurrency` requests in flight. Each request carries an
+`Idempotency-Key` that stays the same across its retries, so a retry after a lost answer
+returns the stored result instead of verifying (and logging) the responses twice.
+Connection errors, timeouts, 429 and 5xx are retried with exponential backoff, honouring
+`Retry-After`. A request that still fails yields `error` verdicts for its responses: it is
+never turned into a reward here; `ErrorPolicy` is the caller's choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from trainer_client.results import (
+    Group,
+    GroupResult,
+    ResponseResult,
+    RewardRequestError,
+    client_error_result,
+    merge_parts,
+)
+
+GroupLike = Group | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+
+    def delay(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds to wait before attempt `attempt + 1` (attempt counts from 0)."""
+        hinted = parse_retry_after(retry_after)
+        if hinted is not None:
+            return min(hinted, self.max_backoff_s)
+        # Full jitter: spreads the retries of many trainer workers hitting one service.
+        return random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2**attempt))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+@dataclass
+class ClientStats:
+    """Counters a training loop logs per step (read with `take()`, which resets them)."""
+
+    http_requests: int = 0
+    retries: int = 0
+    timeouts: int = 0
+    failed_requests: int = 0
+    responses: int = 0
+    error_verdicts: int = 0
+    latency_s: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+    def add_latency(self, seconds: float) -> None:
+        with self._lock:
+            self.latency_s.append(seconds)
+
+    def take(self) -> dict[str, float]:
+        with self._lock:
+            lat = sorted(self.latency_s)
+            out = {
+                "reward_service/http_requests": float(self.http_requests),
+                "reward_service/retries": float(self.retries),
+                "reward_service/timeouts": float(self.timeouts),
+                "reward_service/failed_requests": float(self.failed_requests),
+                "reward_service/responses": float(self.responses),
+                "reward_service/errors": float(self.error_verdicts),
+                "reward_service/latency_mean_s": sum(lat) / len(lat) if lat else 0.0,
+                "reward_service/latency_max_s": lat[-1] if lat else 0.0,
+            }
+            self.http_requests = self.retries = self.timeouts = self.failed_requests = 0
+            self.responses = self.error_verdicts = 0
+            self.latency_s = []
+            return out
+
+
+@dataclass(frozen=True)
+class _Part:
+    group_index: int
+    group: Group
+
+
+def plan_requests(groups: Sequence[Group], max_responses: int, max_groups: int = 64,
+                  max_group_size: int = 64) -> list[list[_Part]]:
+    """Pack groups into requests of at most `max_responses` responses and `max_groups`
+    groups (the service's limits), in order.
+
+    A group larger than `max_group_size` or `max_responses` is split into parts; the parts'
+    statistics are merged back client-side (`merge_parts`), so advantages are still over
+    the whole group.
+    """
+    if min(max_responses, max_groups, max_group_size) < 1:
+        raise ValueError("request bounds must be >= 1")
+    part_size = min(max_responses, max_group_size)
+    requests: list[list[_Part]] = []
+    current: list[_Part] = []
+    size = 0
+    for gi, group in enumerate(groups):
+        responses = group.responses
+        for start in range(0, len(responses), part_size):
+            chunk = responses[start : start + part_size]
+            if current and (size + len(chunk) > max_responses or len(current) >= max_groups):
+                requests.append(current)
+                current, size = [], 0
+            part = group if len(chunk) == len(responses) else group.model_copy(update={"responses": chunk})
+            current.append(_Part(gi, part))
+            size += len(chunk)
+    if current:
+        requests.append(current)
+    return requests
+
+
+def _body(parts: list[_Part], scale: str, eps: float) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "groups": [{"verifier": p.group.verifier, **p.group.task_ref(), "responses": p.group.responses} for p in parts]
+    }
+    if scale in ("group", "none"):  # the service scales per group or not at all; `batch` is the trainer's job
+        body["advantage"] = {"scale": scale, "eps": eps}
+    return body
+
+
+def _failed(parts: list[_Part], reason: str, detail: str) -> list[GroupResult]:
+    out = []
+    for p in parts:
+        n = len(p.group.responses)
+        results = [client_error_result(reason, detail) for _ in range(n)]
+        out.append(GroupResult(results=results, rewards=[None] * n, advantages=[None] * n, zero_variance=True))
+    return out
+
+
+def _parse_groups(parts: list[_Part], data: dict[str, Any]) -> list[GroupResult]:
+    raw = data.get("groups")
+    if not isinstance(raw, list) or len(raw) != len(parts):
+        raise RewardRequestError(200, f"malformed groups response: {str(data)[:300]}")
+    results = [GroupResult.model_validate(g) for g in raw]
+    for p, r in zip(parts, results, strict=True):
+        if len(r.results) != len(p.group.responses):
+            raise RewardRequestError(200, "the service returned a different number of results than responses")
+    return results
+
+
+def _assemble(groups: Sequence[Group], plan: list[list[_Part]], answers: list[list[GroupResult]],
+              scale: str, eps: float) -> list[GroupResult]:
+    pieces: list[list[GroupResult]] = [[] for _ in groups]
+    for parts, results in zip(plan, answers, strict=True):
+        for part, result in zip(parts, results, strict=True):
+            pieces[part.group_index].append(result)
+    return [merge_parts(p, scale=scale, eps=eps) for p in pieces]
+
+
+def _as_groups(groups: Iterable[GroupLike]) -> list[Group]:
+    return [g if isinstance(g, Group) else Group.model_validate(g) for g in groups]
+
+
+class _Base:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        max_responses_per_request: int = 256,
+        max_groups_per_request: int = 64,
+        max_group_size: int = 64,
+        max_concurrency: int = 4,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        scale: str = "group",
+        eps: float = 1e-4,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.max_responses_per_request = max_responses_per_request
+        self.max_groups_per_request = max_groups_per_request
+        self.max_group_size = max_group_size
+        self.max_concurrency = max_concurrency
+        self.timeout = httpx.Timeout(timeout_s)
+        self.retry = retry or RetryPolicy()
+        # Only used to recompute statistics of a group the client split over requests.
+        self.scale, self.eps = scale, eps
+        self.stats = ClientStats()
+
+    def _plan(self, groups: Sequence[Group]) -> list[list[_Part]]:
+        return plan_requests(groups, self.max_responses_per_request, self.max_groups_per_request, self.max_group_size)
+
+    @staticmethod
+    def _verify_body(verifier: str, response: str, task: dict[str, Any] | None, task_id: str | None,
+                     request_id: str | None) -> dict[str, Any]:
+        ref = Group(verifier=verifier, task=task, task_id=task_id, responses=[response]).task_ref()
+        # /v1/verify is idempotent by request_id: a retry with the same id returns the logged result.
+        return {"verifier": verifier, **ref, "response": response, "request_id": request_id or uuid.uuid4().hex}
+
+    def _classify(self, resp: httpx.Response) -> dict[str, Any] | None:
+        """Parsed JSON of a success, None if the status is retryable; raises otherwise."""
+        if resp.status_code in self.retry.retry_statuses:
+            return None
+        if resp.status_code >= 400:
+            raise RewardRequestError(resp.status_code, resp.text)
+        try:
+            return resp.json()
+        except ValueError:  # a truncated or garbled body (a proxy in the way): retry
+            return None
+
+    def _count_results(self, results: list[GroupResult]) -> None:
+        self.stats.add(
+            responses=sum(len(g.results) for g in results), error_verdicts=sum(g.n_errors for g in results)
+        )
+
+
+class RewardClient(_Base):
+    """Blocking client; requests of one call run concurrently on a small thread pool."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, **kwargs: Any) -> None:
+        super().__init__(base_url, api_key, **kwargs)
+        self._http = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=self.timeout)
+
+    def __enter__(self) -> RewardClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        """POST with retries. Returns (json, "") or (None, reason) once attempts run out."""
+        key = uuid.uuid4().hex
+        reason = "unavailable"
+        for attempt in range(self.retry.max_attempts):
+            if attempt:
+                self.stats.add(retries=1)
+            started = time.monotonic()
+            self.stats.add(http_requests=1)
+            retry_after = None
+            try:
+                resp = self._http.post(path, json=body, headers={"Idempotency-Key": key})
+                self.stats.add_latency(time.monotonic() - started)
+                data = self._classify(resp)
+                if data is not None:
+                    return data, ""
+                reason, retry_after = f"http_{resp.status_code}", resp.headers.get("Retry-After")
+            except httpx.TimeoutException:
+                self.stats.add(timeouts=1)
+                reason = "timeout"
+            except httpx.TransportError:
+                reason = "connection"
+            if attempt + 1 < self.retry.max_attempts:
+                time.sleep(self.retry.delay(attempt, retry_after))
+        self.stats.add(failed_requests=1)
+        return None, reason
+
+    def score_groups(self, groups: Iterable[GroupLike]) -> list[GroupResult]:
+        """Verify every group's responses; one GroupResult per group, in order."""
+        groups = _as_groups(groups)
+        plan = self._plan(groups)
+
+        def send(parts: list[_Part]) -> list[GroupResult]:
+            data, reason = self._post("/v1/groups", _body(parts, self.scale, self.eps))
+            if data is None:
+                return _failed(parts, reason, f"request failed after {self.retry.max_attempts} attempts")
+            return _parse_groups(parts, data)
+
+        if len(plan) == 1:
+            answers = [send(plan[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, self.max_concurrency)) as pool:
+                answers = list(pool.map(send, plan))
+        out = _assemble(groups, plan, answers, self.scale, self.eps)
+        self._count_results(out)
+        return out
+
+    def verify(self, verifier: str, response: str, *, task: dict[str, Any] | None = None,
+               task_id: str | None = None, request_id: str | None = None) -> ResponseResult:
+        body = self._verify_body(verifier, response, task, task_id, request_id)
+        data, reason = self._post("/v1/verify", body)
+        result = client_error_result(reason, "request failed") if data is None else ResponseResult.model_validate(data)
+        self.stats.add(responses=1, error_verdicts=int(result.is_error))
+        return result
+
+
+class AsyncRewardClient(_Base):
+    """asyncio client; at most `max_concurrency` requests in flight per client."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, **kwargs: Any) -> None:
+        super().__init__(base_url, api_key, **kwargs)
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self.headers, timeout=self.timeout)
+        self._sem: asyncio.Semaphore | None = None
+
+    async def __aenter__(self) -> AsyncRewardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        if self._sem is None:  # created lazily: it binds to the running loop
+            self._sem = asyncio.Semaphore(max(1, self.max_concurrency))
+        key = uuid.uuid4().hex
+        reason = "unavailable"
+        for attempt in range(self.retry.max_attempts):
+            if attempt:
+                self.stats.add(retries=1)
+            retry_after = None
+            async with self._sem:
+                started = time.monotonic()
+                self.stats.add(http_requests=1)
+                try:
+                    resp = await self._http.post(path, json=body, headers={"Idempotency-Key": key})
+                    self.stats.add_latency(time.monotonic() - started)
+                    data = self._classify(resp)
+                    if data is not None:
+                        return data, ""
+                    reason, retry_after = f"http_{resp.status_code}", resp.headers.get("Retry-After")
+                except httpx.TimeoutException:
+                    self.stats.add(timeouts=1)
+                    reason = "timeout"
+                except httpx.TransportError:
+                    reason = "connection"
+            # Sleep outside the semaphore so a backing-off request does not hold a slot.
+            if attempt + 1 < self.retry.max_attempts:
+                await asyncio.sleep(self.retry.delay(attempt, retry_after))
+        self.stats.add(failed_requests=1)
+        return None, reason
+
+    async def score_groups(self, groups: Iterable[GroupLike]) -> list[GroupResult]:
+        groups = _as_groups(groups)
+        plan = self._plan(groups)
+
+        async def send(parts: list[_Part]) -> list[GroupResult]:
+            data, reason = await self._post("/v1/groups", _body(parts, self.scale, self.eps))
+            if data is None:
+                return _failed(parts, reason, f"request failed after {self.retry.max_attempts} attempts")
+            return _parse_groups(parts, data)
+
+        answers = list(await asyncio.gather(*(send(p) for p in plan)))
+        out = _assemble(groups, plan, answers, self.scale, self.eps)
+        self._count_results(out)
+        return out
+
+    async def verify(self, verifier: str, response: str, *, task: dict[str, Any] | None = None,
+                     task_id: str | None = None, request_id: str | None = None) -> ResponseResult:
+        body = self._verify_body(verifier, response, task, task_id, request_id)
+        data, reason = await self._post("/v1/verify", body)
+        result = client_error_result(reason, "request failed") if data is None else ResponseResult.model_validate(data)
+        self.stats.add(responses=1, error_verdicts=int(result.is_error))
+        return result
