@@ -47,6 +47,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # Packages whose code may run inside a sandbox. Never the service (it holds secrets).
 SANDBOX_PACKAGES = ("sandboxes", "verifiers")
 MOUNT_ROOT = "/opt/assay"
+VENV_MOUNT = f"{MOUNT_ROOT}/venv"
 WORKER_START_TIMEOUT_S = 60.0
 # Host-side grace beyond a job's wall limit before the worker itself is presumed stuck.
 HOST_GRACE_S = 5.0
@@ -72,13 +73,23 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif path.is_dir():
             args += _ro_bind(top, top, made)
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    for prefix in sorted(prefixes):
+    for prefix in sorted({sys.base_prefix, sys.base_exec_prefix}):
         if not prefix.startswith("/usr"):
             args += _ro_bind(prefix, prefix, made)
+    if sys.prefix != sys.base_prefix:
+        # A virtualenv is mounted at a fixed path: where it lives (maybe under /tmp, which
+        # every job gets fresh) must not decide what the sandbox can import.
+        args += _ro_bind(sys.prefix, VENV_MOUNT, made)
     for package in SANDBOX_PACKAGES:
         args += _ro_bind(str(PROJECT_ROOT / package), f"{MOUNT_ROOT}/{package}", made)
     return args
+
+
+def _sandbox_python() -> str:
+    """This interpreter's path inside the sandbox."""
+    if sys.prefix != sys.base_prefix:
+        return f"{VENV_MOUNT}/bin/{Path(sys.executable).name}"
+    return sys.executable
 
 
 def check_namespaces() -> None:
@@ -131,7 +142,7 @@ class _Worker:
             "LANG",
             "C.UTF-8",
         ]
-        python = [sys.executable, "-I", "-B", f"{MOUNT_ROOT}/sandboxes/worker.py", ",".join(preload)]
+        python = [_sandbox_python(), "-I", "-B", f"{MOUNT_ROOT}/sandboxes/worker.py", ",".join(preload)]
         if uid is None:
             command[1:1] = ["--unshare-user"]
             command += ["--", *python]
@@ -299,7 +310,14 @@ class _ProcessCallSession(CallSession):
                 raise
             kind = frame.get("t")
             if kind == "ask":
-                reply = self._on_message(frame.get("body")) if self._on_message else None
+                try:
+                    reply = self._on_message(frame.get("body")) if self._on_message else None
+                except BaseException:
+                    # The trusted side failed: end the job, keep the worker, re-raise.
+                    self._worker.send({"t": "abort"})
+                    while self._done is None:
+                        self._pump(None)
+                    raise
                 self._worker.send({"t": "ans", "id": frame.get("id"), "body": reply})
             elif kind == "ans" and want_answer is not None and frame.get("id") == want_answer:
                 return frame.get("body")
@@ -325,10 +343,15 @@ class _ProcessCallSession(CallSession):
             self._pool.release(self._worker, healthy)
             self._worker = None  # type: ignore[assignment]
 
+    def _check_usable(self) -> None:
+        if self._done is None and self._worker is None:
+            raise SandboxError("the sandboxed call already failed")
+
     def request(self, message: Any, timeout_s: float | None = None) -> Any:
         with self._lock:
             if self._done is not None:
                 raise CallEnded(self._done)
+            self._check_usable()
             request_id = next(self._ids)
             self._worker.send({"t": "req", "id": request_id, "body": message})
             deadline = time.monotonic() + timeout_s if timeout_s is not None else None
@@ -343,18 +366,21 @@ class _ProcessCallSession(CallSession):
 
     def wait(self) -> CallResult:
         with self._lock:
+            self._check_usable()
             while self._done is None:
                 self._pump(None)
             return self._done
 
     def finish(self) -> CallResult:
         with self._lock:
+            self._check_usable()
             if self._done is None:
                 self._worker.send({"t": "finish"})
         return self.wait()
 
     def abort(self) -> CallResult:
         with self._lock:
+            self._check_usable()
             if self._done is None:
                 self._worker.send({"t": "abort"})
         return self.wait()

@@ -12,12 +12,23 @@ environment. When it exits the kernel kills everything it started, so a fork bom
 messages between the host and the job, caps output, enforces the wall clock and
 reports usage. Only the supervisor speaks to the host; the job's frames are checked.
 
+Container mode (`worker.py --container PRELOAD`, used by the docker backend): Docker's
+default seccomp profile forbids `unshare`, so the per-job isolation is done without new
+namespaces. The worker must be PID 1 of its container (init cannot be killed by its own
+namespace). Each job gets a freshly made scratch directory; when the job ends the
+supervisor kills every process except PID 1 and itself (`kill(-1)`), and the worker then
+kills anything left, removes everything jobs can write (/tmp, /dev/shm, /dev/mqueue,
+System V IPC objects) and reports `clean` before it takes the next job. rlimits are as
+in the process mode; the container itself supplies no network, a read-only root,
+no capabilities, no-new-privileges and a non-root uid.
+
 Frames are a 4-byte big-endian length followed by UTF-8 JSON.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import importlib
 import os
@@ -32,12 +43,14 @@ import traceback
 # Run as a script with -I: make the package importable from the mount root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import contextlib
-
 from sandboxes.frames import FrameError, read_frame, write_frame  # noqa: E402
 
 JOB_MAX_FRAME = 16 * 1024 * 1024
 SCRATCH = "/tmp/work"
+# Container mode: every place a job can write, wiped after each job.
+CONTAINER_WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
+CONTAINER_CLEANUP_S = 5.0
+IPC_RMID = 0
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -125,8 +138,8 @@ def _apply_limits(limits: dict) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
-def _job_main(spec: dict, stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int) -> None:
-    """Runs as PID 1 of the job's namespace. Never returns."""
+def _job_main(spec: dict, stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int, container: bool = False) -> None:
+    """Runs as PID 1 of the job's namespace (in container mode: in the container's). Never returns."""
     code = 70
     try:
         # Own session and process group: kill(0, ...) must not reach the supervisor.
@@ -144,7 +157,13 @@ def _job_main(spec: dict, stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int)
         # A fresh procfs cannot be mounted under bwrap's partly read-only /proc, so the
         # job gets an empty /proc: it sees no process, and PID namespaces keep it from
         # addressing any process outside its own.
-        _mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555")
+        if not container:  # container mode: no CAP_SYS_ADMIN, the job sees the container's /proc
+            _mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555")
+        else:
+            # If the container's memory limit is hit, the job and not its supervisor dies.
+            with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SCRATCH, "LANG": "C.UTF-8", "TMPDIR": SCRATCH}
@@ -224,10 +243,14 @@ class _Capture:
         return True
 
 
-def _supervise(spec: dict, host_in: int, host_out: int) -> None:
+def _supervise(spec: dict, host_in: int, host_out: int, container: bool = False) -> None:
     """Runs in a fork of the worker. Owns the host pipes until it sends `done`."""
     limits = spec["limits"]
-    _enter_job_namespace(int(limits.get("scratch_mb", 64)))
+    if container:
+        # The worker wiped /tmp after the previous job; the directory is new.
+        os.mkdir(SCRATCH, 0o755)
+    else:
+        _enter_job_namespace(int(limits.get("scratch_mb", 64)))
     _write_files(spec.get("files") or {})
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -239,7 +262,7 @@ def _supervise(spec: dict, host_in: int, host_out: int) -> None:
         for fd in (stdin_w, out_r, err_r, host_in, host_out):
             os.close(fd)
         sup_sock.close()
-        _job_main(spec, stdin_r, out_w, err_w, job_sock.detach())
+        _job_main(spec, stdin_r, out_w, err_w, job_sock.detach(), container)
     for fd in (stdin_r, out_w, err_w):
         os.close(fd)
     job_sock.close()
@@ -282,6 +305,10 @@ def _supervise(spec: dict, host_in: int, host_out: int) -> None:
         for fd in readable:
             if fd == pidfd:
                 exited = True
+                if container:
+                    # What a PID namespace's end does in process mode: nothing the job
+                    # started outlives it (kill(-1) spares only PID 1 and the caller).
+                    _kill_all_but_init()
             elif fd in outputs:
                 if not outputs[fd].pump():
                     open_reads.discard(fd)
@@ -290,10 +317,10 @@ def _supervise(spec: dict, host_in: int, host_out: int) -> None:
             elif fd == chan:
                 try:
                     frame = read_frame(chan, JOB_MAX_FRAME)
-                except EOFError:
+                except (EOFError, ConnectionResetError):
                     open_reads.discard(chan)
                     continue
-                except (FrameError, ValueError) as exc:
+                except (FrameError, ValueError, RecursionError) as exc:
                     violations.append(f"bad frame from job: {exc}"[:200])
                     open_reads.discard(chan)
                     kill(None)
@@ -328,7 +355,7 @@ def _supervise(spec: dict, host_in: int, host_out: int) -> None:
             frame = read_frame(chan, JOB_MAX_FRAME)
             if isinstance(frame, dict) and frame.get("t") in ("result", "raised"):
                 outcome = frame
-        except (EOFError, BlockingIOError, FrameError, ValueError, OSError):
+        except (EOFError, BlockingIOError, FrameError, ValueError, RecursionError, OSError):
             pass
     _, status, usage = os.wait4(pid, 0)
     wall = time.monotonic() - started
@@ -336,7 +363,7 @@ def _supervise(spec: dict, host_in: int, host_out: int) -> None:
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     if killed_by is None and sig in (signal.SIGXCPU,):
         killed_by = "cpu"
-    if killed_by is None and sig == signal.SIGKILL and usage.ru_utime + usage.ru_stime >= float(limits["cpu_s"]):
+    if killed_by is None and sig == signal.SIGKILL and usage.ru_utime + usage.ru_stime >= 0.9 * float(limits["cpu_s"]):
         killed_by = "cpu"
     if killed_by is None and sig == signal.SIGXFSZ:
         violations.append("file size limit exceeded")
@@ -363,11 +390,110 @@ def _supervise(spec: dict, host_in: int, host_out: int) -> None:
     )
 
 
+# ------------------------------------------------------------------ container mode
+
+
+def _kill_all_but_init() -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
+
+
+def _reap_and_kill_rest(deadline: float) -> None:
+    """As PID 1: kill every other process of the container and reap it (orphans of the
+    job were reparented to us). ESRCH from kill(-1) means nobody is left."""
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        if time.monotonic() > deadline:
+            raise RuntimeError("processes of the previous job would not die")
+        time.sleep(0.001)
+
+
+def _wipe(top: str) -> None:
+    """Remove everything under `top` (not `top` itself), whatever modes the job set."""
+    if not os.path.isdir(top):
+        return
+    stack = [top]
+    dirs: list[str] = []
+    while stack:  # iterative: a job may nest directories deeper than the recursion limit
+        path = stack.pop()
+        for entry in os.scandir(path):
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, 0o700)
+                stack.append(entry.path)
+                dirs.append(entry.path)
+            else:
+                os.unlink(entry.path)
+    for path in reversed(dirs):
+        os.rmdir(path)
+
+
+def _remove_sysv_ipc() -> None:
+    """Shared memory, semaphores and message queues outlive processes: remove them."""
+    for kind, func in (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.strip()]
+        except FileNotFoundError:
+            continue
+        for ipc_id in ids:
+            if kind == "sem":
+                _libc.semctl(ipc_id, 0, IPC_RMID)
+            else:
+                getattr(_libc, func)(ipc_id, IPC_RMID, None)
+
+
+def _await_supervisor_in_container(pid: int, host_out: int) -> None:
+    """In a container the job shares the supervisor's uid, so it can signal it (in
+    process mode it cannot even name it). A supervisor that was SIGKILLed or stopped
+    while its job ran was attacked by the job: that is reported as the job's violation,
+    not as an infrastructure failure. (The container is replaced after a violation.)"""
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    # Nothing but the job signals the supervisor (the OOM killer is pointed at the job).
+    tampered = os.WIFSTOPPED(status) or os.WIFSIGNALED(status)
+    if os.WIFSTOPPED(status):
+        _kill_all_but_init()
+        os.waitpid(pid, 0)
+    if tampered:
+        write_frame(host_out, {"t": "done", "exit_code": None, "signal": None, "killed_by": None,
+                               "violations": ["the job signalled its sandbox supervisor"], "outcome": {}})
+    elif not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        write_frame(host_out, {"t": "done", "infrastructure_error": f"supervisor failed with status {status}"})
+
+
+def _container_cleanup() -> None:
+    _reap_and_kill_rest(time.monotonic() + CONTAINER_CLEANUP_S)
+    for top in CONTAINER_WRITABLE:
+        _wipe(top)
+    _remove_sysv_ipc()
+
+
 def main() -> None:
-    preload = [m for m in sys.argv[1].split(",") if m] if len(sys.argv) > 1 else []
+    args = sys.argv[1:]
+    container = bool(args) and args[0] == "--container"
+    if container:
+        args = args[1:]
+        if os.getpid() != 1:
+            # kill(-1) in container mode would take the worker down with the job.
+            sys.exit("container mode needs the worker to be PID 1 of its container (no --init)")
+        _container_cleanup()
+    preload = [m for m in args[0].split(",") if m] if args else []
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    for module in preload:
-        importlib.import_module(module)
+    for name in preload:
+        module = importlib.import_module(name)
+        # Lazy imports and caches filled here are inherited by every forked job.
+        warm_up = getattr(module, "sandbox_warm_up", None)
+        if callable(warm_up):
+            warm_up()
     # Keep the protocol pipes away from anything a job could inherit by accident.
     host_in, host_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -384,15 +510,30 @@ def main() -> None:
         pid = os.fork()
         if pid == 0:
             code = 1
+            if container:  # a signal ends the supervisor as a signal, not as a KeyboardInterrupt
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
             try:
-                _supervise(frame["spec"], host_in, host_out)
+                _supervise(frame["spec"], host_in, host_out, container)
                 code = 0
             except BaseException:
                 traceback.print_exc()
             os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-            write_frame(host_out, {"t": "done", "infrastructure_error": f"supervisor failed with status {status}"})
+        if container:
+            _await_supervisor_in_container(pid, host_out)
+        else:
+            _, status = os.waitpid(pid, 0)
+            if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                write_frame(host_out, {"t": "done", "infrastructure_error": f"supervisor failed with status {status}"})
+        if container:
+            # The host waits for this before it releases the container for the next job;
+            # a failed cleanup ends the worker so that the host replaces the container.
+            try:
+                _container_cleanup()
+            except Exception as exc:
+                traceback.print_exc()
+                write_frame(host_out, {"t": "clean", "ok": False, "error": repr(exc)[:500]})
+                return
+            write_frame(host_out, {"t": "clean", "ok": True})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,319 @@
+"""Runs one test of a code task in the sandbox and classifies what happened.
+
+Assert-style test: the candidate module is loaded in a session of the candidate pool;
+the test code runs in a call of the grader pool; the host relays each proxied call from
+the grader to the candidate. Stdin/stdout case: the program runs in one call of the
+candidate pool and its captured stdout is compared here, on the trusted host.
+
+The pass/fail decision only ever comes from (a) the grader's returned value, or (b) the
+host's own comparison against the expected output. The candidate's exit code, stdout
+text and self-reported status can only make a test fail, never pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandboxes.base import CallEnded, CallResult, CallSession, Limits, Sandbox, SandboxError
+from verifiers.base import TaskInvalid
+from verifiers.code import candidate as candidate_side
+from verifiers.code import grader as grader_side
+from verifiers.code.compare import first_difference, outputs_match
+from verifiers.code.task import CodeTask, IOCase
+
+CANDIDATE_POOL = "code-candidate"
+GRADER_POOL = "code-grader"
+CANDIDATE_SERVE = "verifiers.code.candidate:serve"
+CANDIDATE_PROGRAM = "verifiers.code.candidate:run_program"
+GRADER_TARGET = "verifiers.code.grader:grade"
+# The grader waits on the candidate, so it gets the candidate's budget plus this margin:
+# the candidate always runs out first and the grader reports that cleanly.
+GRADER_MARGIN_S = 5.0
+GRADER_MEMORY_MB = 1024
+# Audit events that are policy violations (hard `compliance`), not just flags.
+VIOLATION_EVENTS = {"network", "kill", "tamper_file"}
+
+
+@dataclass
+class TestRun:
+    """What one test did; `detail` is safe to show (no hidden test content)."""
+
+    name: str
+    hidden: bool
+    status: str  # pass | fail | error | timeout
+    detail: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_memory_mb: float = 0.0
+    killed_by: str | None = None
+    violations: list[str] = field(default_factory=list)
+    flags: set[str] = field(default_factory=set)
+    events: dict[str, int] = field(default_factory=dict)
+    stderr: bytes = b""
+    # Whether stderr may be shown: once hidden inputs reached the candidate, it could
+    # echo them, so stderr (and candidate messages) of hidden tests are withheld.
+    stderr_safe: bool = False
+
+    def evidence(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "hidden": self.hidden, "status": self.status,
+                               "wall_s": round(self.wall_s, 4), "cpu_s": round(self.cpu_s, 4)}
+        if self.killed_by:
+            out["killed_by"] = self.killed_by
+        return {**out, **self.detail}
+
+
+def candidate_limits(task: CodeTask) -> Limits:
+    return Limits(
+        wall_s=task.time_limit_s,
+        cpu_s=task.time_limit_s,
+        memory_mb=task.memory_mb,
+        processes=16,
+        output_bytes=task.output_bytes,
+        file_size_mb=16,
+        open_files=64,
+        scratch_mb=64,
+    )
+
+
+def grader_limits(task: CodeTask) -> Limits:
+    budget = task.time_limit_s + GRADER_MARGIN_S
+    return Limits(wall_s=budget, cpu_s=budget, memory_mb=GRADER_MEMORY_MB, processes=8,
+                  output_bytes=200_000, file_size_mb=1, open_files=64, scratch_mb=16)
+
+
+def _ended_result(exc: SandboxError) -> CallResult | None:
+    # CallEnded carries the finished call's result when the call ended while the host
+    # still expected an answer (the candidate exited or was killed). Any other
+    # SandboxError is an infrastructure failure and propagates (verdict `error`).
+    if isinstance(exc, CallEnded) and isinstance(exc.result, CallResult):
+        return exc.result
+    return None
+
+
+class _Relay:
+    """The trusted host's side of the grader <-> candidate conversation."""
+
+    def __init__(self, session: CallSession) -> None:
+        self.session = session
+        self.ended: CallResult | None = None
+        self.events: dict[str, int] = {}
+        self.errors: list[str] = []
+        # An infrastructure failure seen while relaying: raised once the grader is done,
+        # because an exception out of on_message would strand the grader's call.
+        self.failure: SandboxError | None = None
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if self.ended is not None or self.failure is not None:
+            return None
+        try:
+            answer = self.session.request(message)
+        except SandboxError as exc:
+            ended = _ended_result(exc)
+            if ended is None:
+                raise
+            self.ended = ended
+            return None
+        if not isinstance(answer, dict):
+            return {"ok": False, "error": {"type": "ProtocolError", "message": "malformed answer"}}
+        self._note(answer)
+        return answer
+
+    def _note(self, answer: dict[str, Any]) -> None:
+        audit = answer.get("audit")
+        events = audit.get("events") if isinstance(audit, dict) else None
+        if isinstance(events, dict):
+            for key, count in events.items():
+                if isinstance(key, str) and isinstance(count, int) and len(self.events) < 32:
+                    self.events[key[:40]] = max(self.events.get(key[:40], 0), count)
+        error = answer.get("error")
+        if isinstance(error, dict) and len(self.errors) < 16:
+            self.errors.append(str(error.get("type"))[:60])
+
+    def relay(self, body: Any) -> dict[str, Any]:
+        """on_message handler for the grader: forward one call, wrap the reply so that
+        the candidate can never forge a message that looks like it came from the host."""
+        if not isinstance(body, dict) or body.get("op") != "call":
+            return {"gone": "bad request from grader"}
+        try:
+            answer = self.ask(body)
+        except SandboxError as exc:
+            self.failure = exc
+            return {"gone": "the candidate's sandbox failed"}
+        if answer is None:
+            return {"gone": "the candidate process ended"}
+        return {"answer": answer}
+
+    def finish(self) -> CallResult:
+        if self.failure is not None:
+            raise self.failure
+        if self.ended is not None:
+            return self.ended
+        try:
+            return self.session.finish()
+        except SandboxError as exc:
+            ended = _ended_result(exc)
+            if ended is None:
+                raise
+            return ended
+
+
+def _absorb(run: TestRun, result: CallResult) -> None:
+    """Resource use, kills and sandbox violations of the candidate's process."""
+    run.wall_s += result.wall_s
+    run.cpu_s += result.cpu_s
+    run.peak_memory_mb = max(run.peak_memory_mb, result.peak_memory_mb)
+    run.killed_by = run.killed_by or result.killed_by
+    run.violations += [v for v in result.violations if v != "aborted by host"]
+    run.stderr = result.stderr
+    if result.killed_by in ("timeout", "cpu"):
+        run.status = "timeout"
+    elif result.killed_by in ("memory", "output"):
+        run.status = "error"
+        run.violations.append(f"{result.killed_by} limit exceeded")
+
+
+def stderr_events(stderr: bytes) -> dict[str, int]:
+    """Audit kinds the candidate's hook wrote to stderr (kept even if it was killed)."""
+    found: dict[str, int] = {}
+    marker = candidate_side.AUDIT_MARKER.encode()
+    for line in stderr.splitlines():
+        if line.startswith(marker) and len(found) < 16:
+            kind = line[len(marker):].decode(errors="replace").strip()[:40]
+            if kind.isidentifier():
+                found[kind] = 1
+    return found
+
+
+def _classify_events(run: TestRun, events: dict[str, int], error_types: list[str]) -> None:
+    run.events = dict(events)
+    for name in events:
+        run.flags.add(f"runtime:{name}")
+        if name in VIOLATION_EVENTS:
+            run.violations.append(f"attempted {name.replace('_', ' ')}")
+    if "BlockingIOError" in error_types and events.get("spawn"):
+        run.violations.append("process limit reached")
+        run.flags.add("runtime:process_limit")
+    if any(t in ("SystemExit", "KeyboardInterrupt") for t in error_types):
+        run.flags.add("runtime:exit_during_test")
+    if "Unencodable" in error_types:
+        run.flags.add("runtime:unencodable_value")
+
+
+def _failure_detail(outcome: dict[str, Any], hidden: bool) -> dict[str, Any]:
+    detail: dict[str, Any] = {"type": str(outcome.get("type"))[:60]}
+    if outcome.get("line") is not None:
+        detail["line"] = outcome.get("line")
+    # A hidden test's own assertion message may quote expected values, and a candidate's
+    # message may echo hidden inputs: both are withheld, only the type and line are shown.
+    if not hidden:
+        detail["message"] = str(outcome.get("message", ""))[:300]
+    else:
+        detail["message"] = "(withheld: hidden test)"
+    return detail
+
+
+def run_assert_test(sandbox: Sandbox, task: CodeTask, program: str, name: str, tests: str, hidden: bool) -> TestRun:
+    run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
+    session = sandbox.open(CANDIDATE_SERVE, {"code": program, "module_name": "solution"}, candidate_limits(task),
+                           pool=CANDIDATE_POOL, preload=candidate_side.PRELOAD)
+    relay = _Relay(session)
+    graded: CallResult | None = None
+    try:
+        load = relay.ask({"op": "load"})
+        if load is not None and load.get("ok") is True:
+            payload = {"tests": tests, "entry_point": task.entry_point, "prompt": task.prompt,
+                       "exports": load.get("exports") if isinstance(load.get("exports"), dict) else {}}
+            graded = sandbox.call(GRADER_TARGET, payload, grader_limits(task), pool=GRADER_POOL,
+                                  preload=grader_side.PRELOAD, on_message=relay.relay)
+        elif load is not None:
+            error = load.get("error") if isinstance(load.get("error"), dict) else {}
+            # Nothing hidden has reached the candidate before its module loaded.
+            run.detail = {"phase": "load", **_failure_detail(error, hidden=False)}
+            run.stderr_safe = True
+    except BaseException:
+        with contextlib.suppress(Exception):  # the session may already be closed
+            session.abort()
+        raise
+    final = relay.finish()
+    _absorb(run, final)
+    for kind, count in stderr_events(final.stderr).items():
+        relay.events.setdefault(kind, count)
+    _classify_events(run, relay.events, relay.errors)
+    if isinstance(final.value, dict):  # the candidate's last audit report, when it returned
+        audit = final.value.get("audit")
+        if isinstance(audit, dict) and isinstance(audit.get("events"), dict):
+            relay._note({"audit": audit})
+            _classify_events(run, relay.events, relay.errors)
+    if run.status == "timeout" or run.killed_by:
+        return run
+    if relay.ended is not None and graded is None:
+        run.detail = {"phase": "load", "type": "ProcessEnded", "message": "the candidate process ended while loading"}
+        run.flags.add("runtime:exit_during_test")
+        run.stderr_safe = True
+        return run
+    if graded is None:
+        return run  # load failed; detail already says how
+    if graded.killed_by:
+        # The candidate was within its budget, so the test code itself overran (or the
+        # candidate's data made it overrun): the test fails, and an auditor is told.
+        run.status = "timeout" if graded.killed_by in ("timeout", "cpu") else "error"
+        run.detail = {"type": "GraderLimit", "message": f"the grader hit its {graded.killed_by} limit"}
+        run.flags.add("grader_limit")
+        return run
+    if not graded.returned:
+        kind = (graded.raised or {}).get("type", "died")
+        if kind == "CandidateGone":
+            run.detail = {"type": "ProcessEnded", "message": "the candidate process ended during the test"}
+            return run
+        # Never echo the message: it may quote the hidden tests.
+        raise SandboxError(f"the task's tests could not run in the grader ({kind})")
+    outcome = graded.value if isinstance(graded.value, dict) else {}
+    status = outcome.get("status")
+    if status == "bad_tests":
+        raise TaskInvalid("the task's tests define no check(candidate)")
+    if status == "pass" and relay.ended is None and final.returned:
+        run.status = "pass"
+    elif status == "pass":
+        run.detail = {"type": "ProcessEnded", "message": "the candidate process did not finish cleanly"}
+        run.flags.add("runtime:exit_during_test")
+    elif status == "gone":
+        run.detail = {"type": "ProcessEnded", "message": "the candidate process ended during the test"}
+        run.flags.add("runtime:exit_during_test")
+    else:
+        run.status = "fail" if status == "fail" else "error"
+        run.detail = _failure_detail(outcome, hidden)
+    run.detail["calls"] = outcome.get("calls", 0)
+    return run
+
+
+def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case: IOCase, hidden: bool) -> TestRun:
+    run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
+    result = sandbox.call(CANDIDATE_PROGRAM, {"code": program, "stdin": case.stdin}, candidate_limits(task),
+                          pool=CANDIDATE_POOL, preload=candidate_side.PRELOAD)
+    _absorb(run, result)
+    reported = result.value if result.returned and isinstance(result.value, dict) else {}
+    error = reported.get("error") if isinstance(reported.get("error"), dict) else {}
+    audit = reported.get("audit") if isinstance(reported.get("audit"), dict) else {}
+    events = audit.get("events") if isinstance(audit.get("events"), dict) else {}
+    events = {**stderr_events(result.stderr), **{k: v for k, v in events.items() if isinstance(v, int)}}
+    _classify_events(run, events, [str(error.get("type"))])
+    if run.status == "timeout" or run.killed_by:
+        return run
+    if reported.get("status") in ("error", "exit"):
+        run.detail = {"phase": "run", **_failure_detail(error, hidden)}
+        return run
+    clean_exit = reported.get("status") == "ok" or (not result.returned and result.exit_code == 0)
+    if not clean_exit:
+        run.detail = {"type": "ProcessEnded", "message": f"exit code {result.exit_code}, signal {result.signal}"}
+        return run
+    got = result.stdout.decode("utf-8", errors="replace")
+    if outputs_match(got, case.stdout, task.compare, task.float_tolerance):
+        run.status = "pass"
+        return run
+    run.status = "fail"
+    run.detail = {"type": "WrongAnswer", "first_different_line": first_difference(got, case.stdout)}
+    if not hidden:  # a visible case may be shown, expected output included
+        run.detail.update(expected=case.stdout[:300], got=got[:300])
+    return run

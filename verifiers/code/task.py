@@ -1,0 +1,83 @@
+"""The `code` task model: assert-style tests or stdin/stdout cases, with hidden fields."""
+
+from __future__ import annotations
+
+import ast
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from verifiers.base import TaskBase
+
+MAX_TEST_CHARS = 1_000_000
+MAX_CASES = 1000
+
+
+class IOCase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stdin: str = Field("", max_length=16_000_000)
+    stdout: str = Field(max_length=16_000_000)
+    name: str | None = Field(None, max_length=100)
+
+
+def _defines_check(source: str, field: str) -> None:
+    # Parsing the task's own test source (trusted input from the trainer or admin) only
+    # checks its shape early, so a broken task is a 422 rather than an `error` per response.
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ValueError(f"{field} is not valid Python: {exc.msg} (line {exc.lineno})") from None
+    if not any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in tree.body):
+        raise ValueError(f"{field} must define check(candidate) at top level")
+
+
+class CodeTask(TaskBase):
+    """A task for the `code` verifier.
+
+    Exactly one of `tests` (HumanEval style: source defining `check(candidate)`, not
+    calling it, plus `entry_point`) and `io_cases` (stdin -> expected stdout) is given.
+    """
+
+    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases"})
+
+    language: Literal["python"] = "python"
+    entry_point: str | None = Field(None, max_length=100)
+    tests: str | None = Field(None, max_length=MAX_TEST_CHARS)
+    io_cases: list[IOCase] | None = Field(None, max_length=MAX_CASES)
+    # Visible tests may be shown to the policy; they run too and are reported by content.
+    visible_tests: str | None = Field(None, max_length=MAX_TEST_CHARS)
+    visible_io_cases: list[IOCase] | None = Field(None, max_length=MAX_CASES)
+    # Trusted code the candidate's module starts with (e.g. HumanEval's prompt). Names it
+    # defines resolve, in the grader, to these definitions and never to the candidate's.
+    prompt: str | None = Field(None, max_length=MAX_TEST_CHARS)
+    compare: Literal["exact", "lines", "whitespace", "float"] = "whitespace"
+    float_tolerance: float = Field(1e-6, ge=0.0, le=1.0)
+    time_limit_s: float = Field(5.0, gt=0.0, le=60.0, description="per test")
+    memory_mb: int = Field(512, ge=64, le=8192)
+    output_bytes: int = Field(1_000_000, ge=1024, le=64_000_000)
+    partial_credit: bool = False
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> CodeTask:
+        if (self.tests is None) == (self.io_cases is None):
+            raise ValueError("give exactly one of `tests` (with `entry_point`) and `io_cases`")
+        if self.tests is not None:
+            if not self.entry_point or not self.entry_point.isidentifier():
+                raise ValueError("`tests` needs `entry_point`, the name of the function to check")
+            _defines_check(self.tests, "tests")
+            if self.visible_tests is not None:
+                _defines_check(self.visible_tests, "visible_tests")
+            if self.visible_io_cases:
+                raise ValueError("`visible_io_cases` go with `io_cases`, not `tests`")
+        else:
+            if not self.io_cases:
+                raise ValueError("`io_cases` must not be empty")
+            if self.visible_tests is not None:
+                raise ValueError("`visible_tests` go with `tests`, not `io_cases`")
+        if self.prompt is not None:
+            try:
+                ast.parse(self.prompt)
+            except SyntaxError as exc:
+                raise ValueError(f"prompt is not valid Python: {exc.msg}") from None
+        return self

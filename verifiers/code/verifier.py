@@ -1,0 +1,152 @@
+"""The `code` verifier: a model writes Python, hidden tests decide.
+
+See docs/code_verifier.md for the design: candidate and tests run in separate sandboxed
+processes from separate warm pools, and every call crosses as plain data through the
+trusted host, so no response that does not solve the task can get reward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verifiers.base import Component, Outcome, Verdict, Verifier, VerifyContext, clip, hard, sha256_text, soft
+from verifiers.code import candidate as candidate_side
+from verifiers.code import grader as grader_side
+from verifiers.code.extract import MAX_CODE_CHARS, extract_code, static_flags
+from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, TestRun, run_assert_test, run_io_case
+from verifiers.code.task import CodeTask
+from verifiers.registry import register
+
+STDERR_EXCERPT = 1500
+
+
+def _invalid_format(reason: str) -> Outcome:
+    return Outcome(
+        verdict=Verdict.invalid_format,
+        components=[hard("format", False), hard("correctness", False), hard("compliance", True)],
+        evidence={"format_error": reason},
+    )
+
+
+def _resources(task: CodeTask, runs: list[TestRun]) -> float:
+    """Share of the per-test budget left at the worst test (time or memory)."""
+    if not runs:
+        return 0.0
+    worst_time = max(run.cpu_s for run in runs) / task.time_limit_s
+    worst_memory = max(run.peak_memory_mb for run in runs) / task.memory_mb
+    return 1.0 - max(worst_time, worst_memory)
+
+
+def _verdict(runs: list[TestRun], violations: list[str]) -> Verdict:
+    if violations:
+        return Verdict.violation
+    failing = [run for run in runs if run.status != "pass"]
+    if not failing:
+        return Verdict.correct
+    if all(run.status == "timeout" for run in failing):
+        return Verdict.timeout
+    return Verdict.incorrect
+
+
+@register
+class CodeVerifier(Verifier):
+    name = "code"
+    version = "1.0.0"
+    description = (
+        "Python code judged by hidden tests: HumanEval-style check(candidate) or stdin/stdout "
+        "cases, with candidate and tests in separate sandboxed processes."
+    )
+    task_model = CodeTask
+
+    def warm(self, ctx: VerifyContext) -> None:
+        ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)
+        ctx.sandbox.warm(GRADER_POOL, grader_side.PRELOAD)
+
+    def verify(self, task: CodeTask, response: str, ctx: VerifyContext) -> Outcome:  # type: ignore[override]
+        code = extract_code(response)
+        if code is None:
+            return _invalid_format("no fenced Python code block (```python ... ```) in the response")
+        if len(code) > MAX_CODE_CHARS:
+            return _invalid_format(f"code block longer than {MAX_CODE_CHARS} characters")
+        program = f"{task.prompt}\n{code}" if task.prompt else code
+        runs, planned = self._run_tests(task, program, ctx)
+        return self._outcome(task, code, runs, planned)
+
+    def _run_tests(self, task: CodeTask, program: str, ctx: VerifyContext) -> tuple[list[TestRun], int]:
+        plan: list[tuple[str, bool, Any]] = []
+        if task.tests is not None:
+            if task.visible_tests is not None:
+                plan.append(("visible:check", False, task.visible_tests))
+            plan.append(("check", True, task.tests))
+        else:
+            for index, case in enumerate(task.visible_io_cases or []):
+                plan.append((case.name or f"visible[{index}]", False, case))
+            for index, case in enumerate(task.io_cases or []):
+                # A hidden case's own name could say too much: hidden cases go by index.
+                plan.append((f"case[{index}]", True, case))
+        runs: list[TestRun] = []
+        for name, hidden, spec in plan:
+            if task.tests is not None:
+                run = run_assert_test(ctx.sandbox, task, program, name, spec, hidden)
+            else:
+                run = run_io_case(ctx.sandbox, task, program, name, spec, hidden)
+            runs.append(run)
+            # Without partial credit one failure decides; a violation always ends the run.
+            if run.violations or (run.status != "pass" and not task.partial_credit):
+                break
+        return runs, len(plan)
+
+    def _outcome(self, task: CodeTask, code: str, runs: list[TestRun], planned: int) -> Outcome:
+        hidden_total = 1 if task.tests is not None else len(task.io_cases or [])
+        violations = sorted({v for run in runs for v in run.violations})
+        passed = sum(run.status == "pass" for run in runs)
+        hidden_passed = sum(run.status == "pass" for run in runs if run.hidden)
+        all_passed = passed == planned
+        if task.partial_credit:
+            # Soft, so that it scales the reward; format and compliance still gate it.
+            correctness: Component = soft("correctness", hidden_passed / hidden_total)
+        else:
+            correctness = hard("correctness", all_passed)
+        components = [
+            hard("format", True),
+            correctness,
+            hard("compliance", not violations),
+            soft("resources", _resources(task, runs)),
+        ]
+        flags = static_flags(code)
+        for run in runs:
+            flags += sorted(run.flags)
+        if violations:
+            flags.append("violation")
+        failing = next((run for run in runs if run.status != "pass"), None)
+        evidence: dict[str, Any] = {
+            "code_sha256": sha256_text(code),
+            "tests": [run.evidence() for run in runs],
+            "passed": passed,
+            "total": planned,
+            "hidden_passed": hidden_passed,
+            "hidden_total": hidden_total,
+        }
+        if violations:
+            evidence["violations"] = violations
+        if failing is not None:
+            if failing.stderr_safe:
+                evidence["stderr"] = clip(failing.stderr[-STDERR_EXCERPT * 2:], STDERR_EXCERPT)
+            elif failing.stderr:
+                evidence["stderr"] = "(withheld: the candidate had hidden inputs and could echo them)"
+        usage = {
+            "tests_run": len(runs),
+            "wall_s": round(sum(run.wall_s for run in runs), 4),
+            "cpu_s": round(sum(run.cpu_s for run in runs), 4),
+            "peak_memory_mb": round(max((run.peak_memory_mb for run in runs), default=0.0), 1),
+            "killed_by": sorted({run.killed_by for run in runs if run.killed_by}),
+            "limits": {"time_limit_s": task.time_limit_s, "memory_mb": task.memory_mb,
+                       "output_bytes": task.output_bytes},
+        }
+        return Outcome(
+            verdict=_verdict(runs, violations),
+            components=components,
+            evidence=evidence,
+            flags=sorted(set(flags)),
+            usage=usage,
+        )
