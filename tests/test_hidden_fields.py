@@ -40,3 +40,23 @@ def test_inline_task_evidence_shows_the_diff(live_server: LiveServer):
         result = c.post("/v1/verify", json={"verifier": "tool_state", "task": task, "response": wrong}).json()
     wants = {d["want"] for d in result["evidence"]["state_diff"] if not isinstance(d["want"], dict)}
     assert 450 in wants
+
+
+def test_registered_sql_task_never_shows_gold_rows(live_server: LiveServer):
+    task = {
+        "dialect": "sqlite",
+        "schema": "CREATE TABLE emp(id INTEGER PRIMARY KEY, name TEXT, dept TEXT);",
+        "instances": ["INSERT INTO emp VALUES (1,'zelda-secret','dev'),(2,'bob','ops');"],
+        "gold": "SELECT name FROM emp WHERE dept = 'dev'",
+        "show_expected": True,
+    }
+    wrong = "```sql\nSELECT name FROM emp WHERE dept = 'ops'\n```"
+    with live_server.client() as c:
+        assert c.post("/v1/tasks", json={"task_id": "sql/secret", "verifier": "sql", "task": task}).is_success
+        result = c.post("/v1/verify", json={"verifier": "sql", "task_id": "sql/secret", "response": wrong})
+        assert result.json()["verdict"] == "incorrect"
+        record = c.get(f"/v1/records/{result.json()['record_id']}").text
+        inline = c.post("/v1/verify", json={"verifier": "sql", "task": task, "response": wrong}).text
+    for text in (result.text, record):
+        assert "zelda-secret" not in text and "dept = 'dev'" not in text
+    assert "zelda-secret" in inline  # the inline caller asked for expected rows and holds them anyway

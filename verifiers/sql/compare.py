@@ -69,14 +69,13 @@ def row_key(row: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def values_equal(a: Any, b: Any, tol: Tolerance) -> bool:
-    if is_number(a) and is_number(b):
-        if isinstance(a, float) or isinstance(b, float):
-            fa, fb = float(a), float(b)
-            if math.isnan(fa) or math.isnan(fb):
-                return math.isnan(fa) and math.isnan(fb)
-            if math.isinf(fa) or math.isinf(fb):
-                return fa == fb
-            return math.isclose(fa, fb, rel_tol=tol.relative, abs_tol=tol.absolute)
+    if is_number(a) and is_number(b) and (isinstance(a, float) or isinstance(b, float)):
+        fa, fb = float(a), float(b)
+        if math.isnan(fa) or math.isnan(fb):
+            return math.isnan(fa) and math.isnan(fb)
+        if math.isinf(fa) or math.isinf(fb):
+            return fa == fb
+        return math.isclose(fa, fb, rel_tol=tol.relative, abs_tol=tol.absolute)
     return value_key(a) == value_key(b)
 
 
@@ -99,31 +98,44 @@ class Comparison:
     column_problem: str | None = None
 
 
+def _plain(rows: Sequence[Sequence[Any]]) -> bool:
+    """Whether Python's own equality and hashing agree with `value_key` on these rows:
+    true unless a boolean (True == 1) or a NaN (NaN != NaN) is present."""
+    for row in rows:
+        for v in row:
+            if isinstance(v, bool) or (isinstance(v, float) and v != v):
+                return False
+            if isinstance(v, Decimal) and v.is_nan():
+                return False
+    return True
+
+
 def multiset_difference(
     expected: Sequence[Sequence[Any]], actual: Sequence[Sequence[Any]], tol: Tolerance
 ) -> tuple[list[Row], list[Row]]:
     """Rows of `expected` not matched in `actual` and vice versa, duplicates counted."""
-    want = Counter(row_key(r) for r in expected)
-    have = Counter(row_key(r) for r in actual)
+    key = tuple if _plain(expected) and _plain(actual) else row_key
+    want = Counter(key(r) for r in expected)
+    have = Counter(key(r) for r in actual)
     if want == have:
         return [], []
     short, surplus = want - have, have - want
-    missing = _take(expected, short)
-    extra = _take(actual, surplus)
+    missing = _take(expected, short, key)
+    extra = _take(actual, surplus, key)
     # Exact keys leave behind rows that differ only by float drift: pair them tolerantly.
-    if missing and extra and (_has_float(missing) or _has_float(extra)):
-        if len(missing) * len(extra) <= TOLERANT_PAIR_BUDGET:
-            missing, extra = _pair_tolerantly(missing, extra, tol)
+    drift_possible = _has_float(missing) or _has_float(extra)
+    if missing and extra and drift_possible and len(missing) * len(extra) <= TOLERANT_PAIR_BUDGET:
+        missing, extra = _pair_tolerantly(missing, extra, tol)
     return missing, extra
 
 
-def _take(rows: Sequence[Sequence[Any]], wanted: Counter[tuple[Any, ...]]) -> list[Row]:
+def _take(rows: Sequence[Sequence[Any]], wanted: Counter[tuple[Any, ...]], key: Any) -> list[Row]:
     left = Counter(wanted)
     out: list[Row] = []
     for row in rows:
-        key = row_key(row)
-        if left[key] > 0:
-            left[key] -= 1
+        k = key(row)
+        if left[k] > 0:
+            left[k] -= 1
             out.append(tuple(row))
     return out
 
@@ -141,6 +153,16 @@ def _pair_tolerantly(missing: list[Row], extra: list[Row], tol: Tolerance) -> tu
     return still_missing, unmatched
 
 
+def _plainly_identical(expected: Sequence[Sequence[Any]], actual: Sequence[Sequence[Any]]) -> bool:
+    """Fast path: Python equality agrees with the rules when no booleans (True == 1)
+    are involved; NaN only makes it say "different", which the full path then handles."""
+    if len(expected) != len(actual):
+        return False
+    if any(isinstance(v, bool) for rows in (expected, actual) for row in rows for v in row):
+        return False
+    return all(tuple(a) == tuple(b) for a, b in zip(expected, actual, strict=True))
+
+
 def compare_results(
     expected_columns: Sequence[str],
     expected_rows: Sequence[Sequence[Any]],
@@ -150,7 +172,12 @@ def compare_results(
     order_matters: bool,
     column_names_matter: bool,
     tol: Tolerance,
+    tie_keys: Sequence[int] | None = None,
 ) -> Comparison:
+    """Compare a result with the expected one. With `order_matters`, rows must come in
+    the expected order; `tie_keys` (the result columns the ORDER BY sorts on, when known)
+    relaxes that to the order between blocks of rows that tie on every key, since the
+    order inside such a block is left to the database."""
     if len(expected_columns) != len(actual_columns):
         return Comparison(
             False, column_problem=f"expected {len(expected_columns)} columns, got {len(actual_columns)}"
@@ -160,14 +187,36 @@ def compare_results(
         have = [c.casefold() for c in actual_columns]
         if want != have:
             return Comparison(False, column_problem=f"column names differ: got {list(actual_columns)}")
+    if _plainly_identical(expected_rows, actual_rows):
+        return Comparison(True)  # same rows in the same order: equal under every rule
     missing, extra = multiset_difference(expected_rows, actual_rows, tol)
     if missing or extra:
         return Comparison(False, missing=missing, extra=extra)
-    if order_matters:
+    if order_matters and tie_keys is None:
         for i, (want_row, have_row) in enumerate(zip(expected_rows, actual_rows, strict=True)):
             if not rows_equal(want_row, have_row, tol):
                 return Comparison(False, order_mismatch_at=i)
+    elif order_matters:
+        for start, end in _tie_blocks(expected_rows, tie_keys or ()):
+            if start + 1 == end:
+                same = rows_equal(expected_rows[start], actual_rows[start], tol)
+            else:
+                same = multiset_difference(expected_rows[start:end], actual_rows[start:end], tol) == ([], [])
+            if not same:
+                return Comparison(False, order_mismatch_at=start)
     return Comparison(True)
+
+
+def _tie_blocks(rows: Sequence[Sequence[Any]], keys: Sequence[int]) -> list[tuple[int, int]]:
+    """[start, end) runs of consecutive rows equal on every key column."""
+    blocks: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or tuple(value_key(rows[i][k]) for k in keys) != tuple(
+                value_key(rows[start][k]) for k in keys):
+            blocks.append((start, i))
+            start = i
+    return blocks
 
 
 def show_value(value: Any) -> Any:

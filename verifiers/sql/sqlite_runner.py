@@ -8,7 +8,9 @@ authorizer that allows only reads, no attachable databases, a heap cap, a value-
 cap, and a progress-handler deadline that interrupts the SQLite VM itself (so a runaway
 recursive CTE stops burning CPU at the deadline, not when the sandbox is killed). Rows
 are fetched in chunks against row and size caps. Each evaluation file is hashed before
-and after every statement: a change is reported, never silently used.
+and after its statements; if it ever changed, the statements are re-run on a rebuilt
+file with a hash after each one, so the change is pinned on its statement (a violation)
+and never silently used.
 
 A data change (mutation task) runs on a throwaway copy of the instance, with an
 authorizer that allows only INSERT/UPDATE/DELETE on ordinary tables, and is reported as
@@ -89,7 +91,7 @@ def _classify_error(exc: Exception, deadline: _Deadline) -> dict[str, Any]:
     if deadline.hit or "interrupted" in text:
         return {"ok": False, "kind": "timeout", "error": text}
     lowered = text.lower()
-    if "not authorized" in lowered or "readonly" in lowered or "prohibited" in lowered:
+    if any(word in lowered for word in ("not authorized", "authorization denied", "readonly", "prohibited")):
         return {"ok": False, "kind": "denied", "error": text}
     if isinstance(exc, MemoryError) or "out of memory" in lowered:
         return {"ok": False, "kind": "resource", "error": text or "out of memory"}
@@ -136,36 +138,57 @@ def build(path: str, schema: str, script: str, cfg: dict[str, Any]) -> str | Non
     return None
 
 
-def run_query(path: str, sql: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-    deadline = _Deadline(float(cfg["timeout_s"]))
-    started = time.monotonic()
-    try:
-        deadline = _guard(conn, cfg, allow_writes=False)
-        cursor = conn.execute(sql)
-        columns = [d[0] for d in cursor.description or ()]
-        rows: list[list[Any]] = []
-        size = 0
-        max_rows, max_bytes = int(cfg["max_rows"]), int(cfg["max_result_bytes"])
-        while True:
-            chunk = cursor.fetchmany(FETCH_CHUNK)
-            if not chunk:
-                break
-            for row in chunk:
-                size += sum(_size(v) for v in row)
-                rows.append([_encode(v) for v in row])
-            if len(rows) > max_rows or size > max_bytes:
-                return {
-                    "ok": False,
-                    "kind": "too_large",
-                    "error": f"result exceeds the caps ({max_rows} rows, {max_bytes} bytes)",
-                    "rows_seen": len(rows),
-                }
-        return {"ok": True, "columns": columns, "rows": rows, "seconds": time.monotonic() - started}
-    except (sqlite3.Error, MemoryError, OverflowError) as exc:
-        return _classify_error(exc, deadline)
-    finally:
-        conn.close()
+class ReadOnlySession:
+    """One guarded read-only connection to an instance, reused for many statements.
+
+    Reuse is sound because nothing a statement can do here outlives it: the authorizer
+    refuses PRAGMA, ATTACH, temp objects and transactions, so the connection's state is
+    the same before every statement. Each statement gets its own deadline."""
+
+    def __init__(self, path: str, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        _guard(self.conn, cfg, allow_writes=False)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def query(self, sql: str) -> dict[str, Any]:
+        cfg = self.cfg
+        deadline = _Deadline(float(cfg["timeout_s"]))
+        self.conn.set_progress_handler(deadline, PROGRESS_STEPS)
+        started = time.monotonic()
+        cursor = None
+        try:
+            cursor = self.conn.execute(sql)
+            if cursor.description is None:
+                # Only a query has a result set; anything else that got this far is refused.
+                return {"ok": False, "kind": "denied", "error": "the statement is not a query"}
+            columns = [d[0] for d in cursor.description]
+            rows: list[list[Any]] = []
+            size = 0
+            max_rows, max_bytes = int(cfg["max_rows"]), int(cfg["max_result_bytes"])
+            while True:
+                chunk = cursor.fetchmany(FETCH_CHUNK)
+                if not chunk:
+                    break
+                for row in chunk:
+                    size += 12 * len(row) + sum(len(v) for v in row if isinstance(v, str | bytes))
+                    rows.append([_encode(v) for v in row] if any(isinstance(v, bytes) for v in row) else list(row))
+                if len(rows) > max_rows or size > max_bytes:
+                    return {
+                        "ok": False,
+                        "kind": "too_large",
+                        "error": f"result exceeds the caps ({max_rows} rows, {max_bytes} bytes)",
+                        "rows_seen": len(rows),
+                    }
+            return {"ok": True, "columns": columns, "rows": rows, "bytes": size,
+                    "seconds": time.monotonic() - started}
+        except (sqlite3.Error, MemoryError, OverflowError) as exc:
+            return _classify_error(exc, deadline)
+        finally:
+            if cursor is not None:
+                cursor.close()
 
 
 def _snapshot(path: str) -> dict[str, Any]:
@@ -199,9 +222,8 @@ def run_mutation(path: str, sql: str, cfg: dict[str, Any], before: dict[str, Any
     deadline = _Deadline(float(cfg["timeout_s"]))
     try:
         deadline = _guard(conn, cfg, allow_writes=True)
-        conn.execute("BEGIN")
+        # Autocommit: the one statement commits itself (the authorizer refuses BEGIN/COMMIT).
         conn.execute(sql)
-        conn.execute("COMMIT")
     except (sqlite3.Error, MemoryError, OverflowError) as exc:
         return _classify_error(exc, deadline)
     finally:
@@ -212,9 +234,10 @@ def run_mutation(path: str, sql: str, cfg: dict[str, Any], before: dict[str, Any
         return {"ok": False, "kind": "denied", "error": "the statement changed the schema"}
     diff: dict[str, Any] = {}
     size, max_bytes = 0, int(cfg["max_result_bytes"])
-    for table, (columns, rows) in before.items():
+    for table, snapshot in before.items():
         if table == "__schema__":
             continue
+        columns, rows = snapshot
         old = Counter(_hashable(r) for r in rows)
         new_rows = after[table][1]
         new = Counter(_hashable(r) for r in new_rows)
@@ -244,34 +267,147 @@ def _pick(rows: list[tuple[Any, ...]], wanted: Counter) -> list[tuple[Any, ...]]
     return out
 
 
-def run(payload: dict[str, Any], channel: object) -> dict[str, Any]:
-    """Sandbox entry point: every instance, every statement, each on pristine data.
+def _wrap_predicate(sql: str, predicate: str, n_columns: int) -> str:
+    names = ", ".join(f"c{i + 1}" for i in range(n_columns))
+    # Newlines keep a trailing line comment in `sql` from swallowing the wrapper.
+    return f"WITH result({names}) AS (\n{sql}\n)\nSELECT count(*) FROM result WHERE NOT coalesce(({predicate}), 0)"
 
-    payload: {"mode": "query"|"mutation", "schema": str, "instances": [str],
-              "statements": [str], "limits": {...}}
-    """
+
+def _result_bytes(result: dict[str, Any]) -> int:
+    if "bytes" in result:
+        return int(result["bytes"])
+    if "rows" in result:
+        return sum(_size(v) for row in result["rows"] for v in row)
+    if "diff" in result:
+        return sum(_size(v) for d in result["diff"].values() for r in d["removed"] + d["added"] for v in r)
+    return len(result.get("error", "")) + 64
+
+
+def _run_statement(spec: dict[str, Any], path: str, cfg: dict[str, Any], mutation: bool,
+                   before: dict[str, Any] | None, session: ReadOnlySession | None) -> dict[str, Any]:
+    if mutation:
+        assert before is not None
+        return run_mutation(path, spec["sql"], cfg, before)
+    assert session is not None
+    result = session.query(spec["sql"])
+    if result["ok"] and spec.get("predicate"):
+        check = session.query(_wrap_predicate(spec["sql"], spec["predicate"], len(result["columns"])))
+        if not check["ok"]:
+            check["error"] = "predicate check failed: " + check.get("error", "")
+            return check
+        result["predicate_failures"] = int(check["rows"][0][0])
+    return result
+
+
+def _run_instance(payload: dict[str, Any], index: int, path: str, indexes: list[int],
+                  gave_up: set[int], checked_each: bool) -> dict[int, dict[str, Any]]:
+    """Run the statements `indexes` on one built instance. With `checked_each`, the file
+    is hashed after every statement and rebuilt when one changed it (the slow path, used
+    only if the fast path found the file changed at the end)."""
     cfg = payload["limits"]
     mutation = payload["mode"] == "mutation"
-    instances = []
-    for index, script in enumerate(payload["instances"]):
-        path = f"{SCRATCH}/instance{index}.db"
-        problem = build(path, payload["schema"], script, cfg)
-        if problem is not None:
-            instances.append({"build_error": problem})
-            continue
-        digest = _sha(path)
-        before = _snapshot(path) if mutation else None
-        results = []
-        tampered = False
-        for sql in payload["statements"]:
-            result = run_mutation(path, sql, cfg, before) if mutation else run_query(path, sql, cfg)
-            if _sha(path) != digest:
+    script = payload["instances"][index]
+    digest = _sha(path)
+    before = _snapshot(path) if mutation else None
+    session = None if mutation else ReadOnlySession(path, cfg)
+    results: dict[int, dict[str, Any]] = {}
+    try:
+        for number in indexes:
+            if number in gave_up:
+                # A statement that ran out of time once is not given the time again.
+                results[number] = {"ok": False, "kind": "skipped", "error": "skipped after a timeout"}
+                continue
+            result = _run_statement(payload["statements"][number], path, cfg, mutation, before, session)
+            if checked_each and _sha(path) != digest:
                 # Defence in depth says this cannot happen; if it does, the statement is
                 # a violation and the instance is rebuilt so later statements see clean data.
-                tampered = True
                 result = {"ok": False, "kind": "denied", "error": "the evaluation database changed"}
+                if session is not None:
+                    session.close()
                 os.unlink(path)
                 build(path, payload["schema"], script, cfg)
-            results.append(result)
-        instances.append({"results": results, "digest": digest, "tampered": tampered})
-    return {"instances": instances}
+                session = None if mutation else ReadOnlySession(path, cfg)
+            if result.get("kind") == "timeout":
+                gave_up.add(number)
+            results[number] = result
+    finally:
+        if session is not None:
+            session.close()
+    return results
+
+
+def run_many(payload: dict[str, Any], channel: object) -> dict[str, Any]:
+    """Sandbox entry point for several jobs (several tasks' statements) in one call, each
+    in its own directory, built, run and removed in turn: {"jobs": [payload, ...]}."""
+    out = []
+    for number, job in enumerate(payload["jobs"]):
+        directory = f"{SCRATCH}/job{number}"
+        os.mkdir(directory)
+        try:
+            out.append(run(job, channel, directory))
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    return {"jobs": out}
+
+
+def run(payload: dict[str, Any], channel: object, directory: str = SCRATCH) -> dict[str, Any]:
+    """Sandbox entry point: every statement on every instance, each on pristine data.
+
+    payload: {"mode": "query"|"mutation", "schema": str, "instances": [str],
+              "statements": [{"sql": str, "predicate": str|None}], "limits": {...}}
+    Returns {"instances": [{"build_error"} | {"results", "digest_before", "digest_after"}],
+    "deferred": [indexes]}: statements whose results would overflow this call's transfer
+    budget are deferred to another call (never the first one, so every call makes progress).
+    """
+    cfg = payload["limits"]
+    statements = payload["statements"]
+    budget = int(cfg["call_budget_bytes"])
+    paths, digests, builds = [], [], []
+    for index, script in enumerate(payload["instances"]):
+        path = f"{directory}/instance{index}.db"
+        problem = build(path, payload["schema"], script, cfg)
+        paths.append(path)
+        builds.append(problem)
+        digests.append(_sha(path) if problem is None else None)
+    order = list(range(len(statements)))
+    per_instance: list[dict[int, dict[str, Any]]] = []
+    gave_up: set[int] = set()
+    for index, path in enumerate(paths):
+        if builds[index] is not None:
+            per_instance.append({})
+            continue
+        results = _run_instance(payload, index, path, order, gave_up, checked_each=False)
+        if _sha(path) != digests[index]:
+            # Something changed the file: find out which statement, one check at a time.
+            os.unlink(path)
+            build(path, payload["schema"], payload["instances"][index], cfg)
+            results = _run_instance(payload, index, path, order, set(), checked_each=True)
+        per_instance.append(results)
+    deferred: list[int] = []
+    kept: list[int] = []
+    used = 0
+    for number in order:
+        size = sum(_result_bytes(results[number]) for results in per_instance if number in results)
+        if used + size > budget:
+            if kept:
+                deferred.extend(order[order.index(number):])
+                break
+            for results in per_instance:
+                if results.get(number, {}).get("ok"):
+                    results[number] = {"ok": False, "kind": "too_large", "error": "result too large to transfer"}
+            size = 0
+        used += size
+        kept.append(number)
+    instances = []
+    for index, problem in enumerate(builds):
+        if problem is not None:
+            instances.append({"build_error": problem})
+        else:
+            # Both digests go back so that callers (and tests) can see the evaluation
+            # file is byte-identical after every statement ran.
+            instances.append({
+                "results": [per_instance[index][number] for number in kept],
+                "digest_before": digests[index],
+                "digest_after": _sha(paths[index]),
+            })
+    return {"instances": instances, "deferred": deferred}

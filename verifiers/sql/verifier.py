@@ -1,0 +1,342 @@
+"""The `sql` verifier: is the response's result (or data change) the task's, exactly?
+
+Flow for a group of responses to one task: extract and classify each response with a
+real parser (what fails never runs); run the gold (once per task, cached) and every
+runnable response on every instance through the dialect's backend; check the gold makes
+a usable task (loads, runs, is not empty everywhere); compare each response's result
+with the gold's under the task's rules; report components, verdict and bounded evidence.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.registry import register
+from verifiers.sql.compare import Comparison, Row, Tolerance, compare_results, multiset_difference, show_value
+from verifiers.sql.execution import Backend, Execution, Statement, StatementResult, TableDiff
+from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by
+from verifiers.sql.sqlite_backend import POOL, PRELOAD, SqliteBackend
+from verifiers.sql.task import SqlTask
+
+if TYPE_CHECKING:
+    from verifiers.sql.postgres_backend import PostgresBackend
+
+GOLD_CACHE_SIZE = 512
+EVIDENCE_ROWS = 5
+FAILURE_VERDICTS = {"denied": Verdict.violation, "timeout": Verdict.timeout}
+
+
+@dataclass
+class _Gold:
+    """What the task expects on each instance: a result (query) or a change (mutation)."""
+
+    results: list[StatementResult]
+    order_matters: bool
+    # Result columns the gold's ORDER BY sorts on (None: unknown, compare order strictly).
+    tie_keys: tuple[int, ...] | None = None
+
+
+class _Lru:
+    def __init__(self, size: int) -> None:
+        self._data: OrderedDict[str, _Gold] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> _Gold | None:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+            return None
+
+    def put(self, key: str, value: _Gold) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+def _outcome(verdict: Verdict, fmt: bool, compliant: bool, correct: bool, evidence: dict[str, Any],
+             flags: list[str] | None = None, usage: dict[str, Any] | None = None) -> Outcome:
+    components = [hard("format", fmt), hard("compliance", compliant), hard("correctness", correct)]
+    return Outcome(verdict, components, evidence, flags or [], usage)
+
+
+def _rows(rows: list[Row]) -> list[list[Any]]:
+    return [[show_value(v) for v in row] for row in rows[:EVIDENCE_ROWS]]
+
+
+@register
+class SqlVerifier(Verifier):
+    name = "sql"
+    version = "1.0.0"
+    description = (
+        "SQL query or data-change tasks judged on several database instances against a gold statement, "
+        "explicit rows or row predicates; SQLite runs sandboxed, Postgres under a read-only role."
+    )
+    task_model = SqlTask
+
+    def __init__(self) -> None:
+        self._gold = _Lru(GOLD_CACHE_SIZE)
+        self._sqlite = SqliteBackend()
+        self._postgres: PostgresBackend | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ entry points
+
+    def warm(self, ctx: VerifyContext) -> None:
+        ctx.sandbox.warm(POOL, PRELOAD)
+
+    def close(self, ctx: VerifyContext | None = None) -> None:
+        """Drop what the Postgres backend created (roles, schemas, connections); the
+        service calls this at shutdown."""
+        with self._lock:
+            backend, self._postgres = self._postgres, None
+        if backend is not None:
+            backend.close()
+
+    def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
+        return self.verify_many(task, [response], ctx)[0]
+
+    def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
+        """Judge several responses to one task in as few sandbox calls as possible."""
+        assert isinstance(task, SqlTask)
+        if task.show_expected and not ctx.reveal_hidden:
+            # A registered task's gold rows stay hidden whatever the task says.
+            task = task.model_copy(update={"show_expected": False})
+        outcomes: list[Outcome | None] = []
+        runnable: list[tuple[int, str]] = []
+        for index, response in enumerate(responses):
+            early, sql = self._screen(task, response)
+            outcomes.append(early)
+            if early is None and sql is not None:
+                runnable.append((index, sql))
+        if not runnable:
+            return [o for o in outcomes if o is not None]
+        gold = self._gold.get(self._cache_key(task))
+        statements: list[Statement] = []
+        if gold is None and task.gold is not None:
+            self._check_gold_statement(task)
+            statements.append(Statement(task.gold))
+        predicate = task.predicate.sql if task.predicate else None
+        offset = len(statements)
+        # A group often repeats a response: each distinct statement runs once.
+        distinct = list(dict.fromkeys(sql for _, sql in runnable))
+        statements += [Statement(sql, predicate) for sql in distinct]
+        execution = self._backend(task).execute(task, statements, ctx)
+        self._check_builds(task, execution)
+        if gold is None:
+            gold = self._make_gold(task, execution)
+            if gold is not None:
+                self._gold.put(self._cache_key(task), gold)
+        judged: dict[str, Outcome] = {}
+        for position, sql in enumerate(distinct):
+            results = [run.results[offset + position] for run in execution.instances]
+            judged[sql] = self._judge(task, sql, results, gold, execution)
+        for index, sql in runnable:
+            outcomes[index] = copy.deepcopy(judged[sql])  # records must not share mutable evidence
+        return [o for o in outcomes if o is not None]
+
+    # ------------------------------------------------------------------ screening
+
+    def _screen(self, task: SqlTask, response: str) -> tuple[Outcome | None, str | None]:
+        sql = extract_sql(response, task.dialect)
+        if sql is None:
+            evidence = {"reason": "no SQL found in the response"}
+            return _outcome(Verdict.invalid_format, False, True, False, evidence), None
+        shown = clip(sql, 1000)
+        found = classify(sql, task.dialect, task.mode)
+        if found.ok:
+            return None, sql
+        if found.kind == "empty":
+            return _outcome(Verdict.invalid_format, False, True, False, {"sql": shown, "reason": found.reason}), None
+        # Unparsable SQL cannot be classified, so it is never run: a violation, not a guess.
+        return (
+            _outcome(Verdict.violation, found.kind != "unparsable", False, False,
+                     {"sql": shown, "reason": found.reason, "classification": found.kind},
+                     flags=[f"sql_{found.kind}"]),
+            None,
+        )
+
+    # ------------------------------------------------------------------ the task's side
+
+    def _cache_key(self, task: SqlTask) -> str:
+        return f"{self.version}:{task.task_hash()}"
+
+    def _backend(self, task: SqlTask) -> Backend:
+        if task.dialect == "sqlite":
+            return self._sqlite
+        with self._lock:
+            if self._postgres is None:
+                # Imported here: psycopg is needed only by deployments that use Postgres tasks.
+                from verifiers.sql.postgres_backend import PostgresBackend
+
+                self._postgres = PostgresBackend.from_env()
+            return self._postgres
+
+    def _order_matters(self, task: SqlTask) -> bool:
+        if task.order_matters is not None:
+            return task.order_matters
+        return task.gold is not None and task.mode == "query" and outermost_order_by(task.gold, task.dialect)
+
+    @staticmethod
+    def _check_gold_statement(task: SqlTask) -> None:
+        assert task.gold is not None
+        found = classify(task.gold, task.dialect, task.mode)
+        if not found.ok or (task.mode == "mutation" and found.kind != "mutation"):
+            wanted = "data change" if task.mode == "mutation" else "read-only query"
+            # The gold may be hidden: name the problem, never the statement.
+            raise TaskInvalid(f"the gold is not a single {wanted} ({found.kind or 'query'})")
+
+    @staticmethod
+    def _check_builds(task: SqlTask, execution: Execution) -> None:
+        for number, run in enumerate(execution.instances):
+            if run.build_error is not None:
+                raise TaskInvalid(f"instance {number} failed to load: {clip(run.build_error, 300)}")
+
+    def _make_gold(self, task: SqlTask, execution: Execution) -> _Gold | None:
+        if task.predicate is not None:
+            return None
+        if task.expected is not None:
+            results = self._expected_results(task)
+        else:
+            results = [run.results[0] for run in execution.instances]
+            for number, result in enumerate(results):
+                if not result.ok:
+                    detail = f": {clip(result.error, 300)}" if task.show_expected else ""
+                    raise TaskInvalid(f"the gold fails on instance {number} ({result.kind}){detail}")
+        if task.mode == "query" and all(not r.rows for r in results):
+            # "Both empty" would reward any query that returns nothing, including broken ones.
+            raise TaskInvalid("the expected result is empty on every instance; the task cannot tell answers apart")
+        if task.mode == "mutation" and all(not r.diff for r in results):
+            raise TaskInvalid("the gold changes nothing on any instance; the task cannot tell answers apart")
+        order_matters = self._order_matters(task)
+        tie_keys = None
+        if order_matters and task.gold is not None and task.mode == "query":
+            tie_keys = order_key_columns(task.gold, task.dialect)
+        return _Gold(results, order_matters, tie_keys)
+
+    @staticmethod
+    def _expected_results(task: SqlTask) -> list[StatementResult]:
+        assert task.expected is not None
+        widths = {len(row) for rows in task.expected for row in rows}
+        if task.expected_columns is not None:
+            widths.add(len(task.expected_columns))
+        if len(widths) > 1:
+            raise TaskInvalid(f"expected rows have different widths: {sorted(widths)}")
+        width = widths.pop() if widths else 0
+        columns = task.expected_columns or [f"c{i + 1}" for i in range(width)]
+        return [StatementResult(True, columns=columns, rows=[tuple(r) for r in rows]) for rows in task.expected]
+
+    # ------------------------------------------------------------------ judging
+
+    def _judge(self, task: SqlTask, sql: str, results: list[StatementResult], gold: _Gold | None,
+               execution: Execution) -> Outcome:
+        evidence: dict[str, Any] = {"sql": clip(sql, 1000), "instances": []}
+        if gold is not None and task.mode == "query":
+            evidence["order_matters"] = gold.order_matters
+        failures: list[str] = []
+        matched = 0
+        for number, result in enumerate(results):
+            entry: dict[str, Any] = {"instance": number}
+            if not result.ok:
+                entry.update(ok=False, failure=result.kind, error=clip(result.error, 500))
+                failures.append(result.kind)
+            elif task.predicate is not None:
+                entry.update(self._judge_predicate(task, result))
+            elif task.mode == "mutation":
+                assert gold is not None
+                entry.update(self._judge_mutation(task, result, gold.results[number]))
+            else:
+                assert gold is not None
+                entry.update(self._judge_query(task, result, gold.results[number], gold))
+            matched += bool(entry.get("match"))
+            evidence["instances"].append(entry)
+        if task.predicate is not None and all(r.ok and not r.rows for r in results):
+            evidence["reason"] = "the result is empty on every instance"
+            matched = 0
+        flags: list[str] = []
+        if not all(run.intact for run in execution.instances):
+            flags.append("evaluation_database_changed")
+        if 0 < matched < len(results):
+            # Right on some data and wrong on other data: the signature of hard-coding.
+            flags.append("instance_dependent")
+        usage = execution.usage
+        for kind, verdict in FAILURE_VERDICTS.items():
+            if kind in failures:
+                if verdict is Verdict.violation:
+                    flags.append("sql_denied_at_runtime")
+                return _outcome(verdict, True, verdict is not Verdict.violation, False, evidence, flags, usage)
+        correct = matched == len(results)
+        return _outcome(Verdict.correct if correct else Verdict.incorrect, True, True, correct, evidence, flags, usage)
+
+    def _judge_query(self, task: SqlTask, result: StatementResult, want: StatementResult,
+                     gold: _Gold) -> dict[str, Any]:
+        tol = Tolerance(task.float_tolerance, task.float_abs_tolerance)
+        found = compare_results(
+            want.columns, want.rows, result.columns, result.rows,
+            order_matters=gold.order_matters, column_names_matter=task.column_names_matter, tol=tol,
+            tie_keys=gold.tie_keys,
+        )
+        entry: dict[str, Any] = {"match": found.match, "rows": len(result.rows), "expected_rows": len(want.rows)}
+        if not found.match:
+            entry["diff"] = self._diff(task, found)
+        return entry
+
+    def _diff(self, task: SqlTask, found: Comparison) -> dict[str, Any]:
+        diff: dict[str, Any] = {}
+        if found.column_problem:
+            diff["columns"] = found.column_problem
+        if found.missing or found.extra:
+            diff.update(missing_count=len(found.missing), extra_count=len(found.extra), extra=_rows(found.extra))
+            if task.show_expected:
+                diff["missing"] = _rows(found.missing)
+        if found.order_mismatch_at is not None:
+            diff["order_mismatch_at_row"] = found.order_mismatch_at
+        return diff
+
+    def _judge_predicate(self, task: SqlTask, result: StatementResult) -> dict[str, Any]:
+        assert task.predicate is not None
+        spec = task.predicate
+        problems = []
+        if spec.columns is not None and len(result.columns) != spec.columns:
+            problems.append(f"expected {spec.columns} columns, got {len(result.columns)}")
+        count = len(result.rows)
+        if count < spec.row_count.min or (spec.row_count.max is not None and count > spec.row_count.max):
+            problems.append(f"{count} rows, outside [{spec.row_count.min}, {spec.row_count.max}]")
+        if spec.distinct:
+            _, dupes = multiset_difference(list(dict.fromkeys(result.rows)), result.rows, Tolerance(0.0, 0.0))
+            if dupes:
+                problems.append(f"{len(dupes)} duplicate rows")
+        if result.predicate_failures:
+            problems.append(f"{result.predicate_failures} rows fail the predicate")
+        return {"match": not problems, "rows": count, **({"problems": problems} if problems else {})}
+
+    def _judge_mutation(self, task: SqlTask, result: StatementResult, want: StatementResult) -> dict[str, Any]:
+        tol = Tolerance(task.float_tolerance, task.float_abs_tolerance)
+        got = result.diff or {}
+        expected = want.diff or {}
+        tables: dict[str, Any] = {}
+        for table in sorted(set(got) | set(expected)):
+            mine = got.get(table) or TableDiff([], [], [])
+            theirs = expected.get(table) or TableDiff([], [], [])
+            missing_removed, extra_removed = multiset_difference(theirs.removed, mine.removed, tol)
+            missing_added, extra_added = multiset_difference(theirs.added, mine.added, tol)
+            if missing_removed or extra_removed or missing_added or extra_added:
+                entry: dict[str, Any] = {
+                    "removed": len(mine.removed), "expected_removed": len(theirs.removed),
+                    "added": len(mine.added), "expected_added": len(theirs.added),
+                    # Rows the response touched that the gold leaves alone (or changed wrongly).
+                    "unexpected_removed": _rows(extra_removed), "unexpected_added": _rows(extra_added),
+                }
+                if task.show_expected:
+                    entry.update(missing_removed=_rows(missing_removed), missing_added=_rows(missing_added))
+                tables[table] = entry
+        changed = sum(len(d.removed) + len(d.added) for d in got.values())
+        return {"match": not tables, "changed_rows": changed, **({"tables": tables} if tables else {})}
