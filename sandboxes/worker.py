@@ -165,7 +165,9 @@ def _job_main(spec: dict, stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int,
                 f.write("1000")
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
+        # CPython ignores these; commands the job runs would inherit that.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SCRATCH, "LANG": "C.UTF-8", "TMPDIR": SCRATCH}
         env.update(spec.get("env") or {})
         os.environ.clear()

@@ -10,6 +10,7 @@ import pkgutil
 from verifiers.base import UnknownVerifier, Verifier
 
 _REGISTRY: dict[str, Verifier] = {}
+_loaded = False
 
 
 def register(cls: type[Verifier]) -> type[Verifier]:
@@ -20,16 +21,20 @@ def register(cls: type[Verifier]) -> type[Verifier]:
 
 
 def load_all() -> dict[str, Verifier]:
-    import verifiers
+    """Import every verifier module once (some may have been imported, and so registered,
+    before: that must not hide the others)."""
+    global _loaded
+    if not _loaded:
+        import verifiers
 
-    for info in pkgutil.walk_packages(verifiers.__path__, prefix="verifiers."):
-        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(verifiers.__path__, prefix="verifiers."):
+            importlib.import_module(info.name)
+        _loaded = True
     return dict(_REGISTRY)
 
 
 def get(name: str) -> Verifier:
-    if not _REGISTRY:
-        load_all()
+    load_all()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -37,6 +42,5 @@ def get(name: str) -> Verifier:
 
 
 def names() -> list[str]:
-    if not _REGISTRY:
-        load_all()
+    load_all()
     return sorted(_REGISTRY)

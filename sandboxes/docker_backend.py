@@ -1,0 +1,452 @@
+"""The `docker` backend: warm pools of hardened containers driven through the Docker SDK.
+
+Each pool slot is one long-lived container running `sandboxes/worker.py --container` as
+its PID 1, attached over the engine's stdin/stdout stream, so a job costs a fork inside a
+warm container instead of a container start. The containers have no network, a
+read-only root, a tmpfs scratch, no capabilities, no-new-privileges, a non-root uid of
+their own, pids/memory/CPU limits, Docker's default seccomp profile and no log driver
+(the stream carries payloads, hidden tests included, which must not land in logs).
+
+Between jobs the worker kills every process the job left and wipes everything writable;
+the host waits for its `clean` report before the container takes another job. A
+container is replaced after a violation, after `max_jobs` jobs, when its cleanup fails
+or when it stops answering. Containers carry labels naming the host and process that
+made them, so a later start-up removes what a crashed run left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import select
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from sandboxes.base import (
+    Limits,
+    MessageHandler,
+    SandboxError,
+    SandboxUnavailable,
+)
+from sandboxes.frames import decode_done, read_frame
+from sandboxes.process import PROJECT_ROOT, SANDBOX_PACKAGES, ProcessSandbox, _Pool, _ProcessCallSession
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IMAGE = "assay-runtime:latest"
+LABEL = "org.assay.sandbox"
+LABEL_HOST = "org.assay.host"
+LABEL_OWNER = "org.assay.owner"
+LABEL_SOURCE = "org.assay.source-hash"
+WORKER_PYTHON = "/opt/venv/bin/python"
+WORKER_SCRIPT = "/opt/assay/sandboxes/worker.py"
+WORKER_START_TIMEOUT_S = 60.0
+CLEAN_TIMEOUT_S = 15.0
+# Every container gets a uid of its own: RLIMIT_NPROC counts processes per uid across
+# the whole host, so a shared uid would let one container's jobs starve another's.
+UID_RANGE = (200_000, 2_000_000_000)
+STREAM_STDOUT, STREAM_STDERR = 1, 2
+SOURCE_SUFFIXES = (".py", ".json", ".jsonl")
+# Docker's default masked paths plus what a job has no business reading: kernel tunables,
+# IRQ and bus tables. Less in /proc also means that a candidate walking the filesystem
+# burns less of its time budget. (/proc/1 cannot be masked: runc needs it at start.)
+MASKED_PATHS = [
+    "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+    "/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs",
+]
+
+
+def source_hash(root: Path = PROJECT_ROOT) -> str:
+    """Hash of the code that runs inside sandboxes; the runtime image carries it as a
+    label so a stale image (code changed since `make images`) is noticed."""
+    digest = hashlib.sha256()
+    for package in SANDBOX_PACKAGES:
+        base = root / package
+        files = sorted(
+            path
+            for path in base.rglob("*")
+            if path.is_file()
+            and path.suffix in SOURCE_SUFFIXES
+            and "__pycache__" not in path.parts
+            and "images" not in path.relative_to(base).parts
+        )
+        for path in files:
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def _process_token(pid: int) -> str | None:
+    """pid plus its start time: identifies one process even after pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return f"{pid}:{fields[19]}"
+    except (OSError, IndexError):
+        return None
+
+
+def _docker_module() -> Any:
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxUnavailable("the docker backend needs the `docker` package (pip install docker)") from exc
+    return docker
+
+
+class _ContainerWorker:
+    """One warm worker: a container whose PID 1 is `worker.py --container`.
+
+    Presents the same surface as the process backend's worker (send/read/alive/kill and
+    a stderr tail) so that the pool and call-session logic are shared.
+    """
+
+    def __init__(self, backend: DockerSandbox, preload: tuple[str, ...]) -> None:
+        self.jobs = 0
+        self.stderr_tail: deque[bytes] = deque(maxlen=50)
+        self._eof = threading.Event()
+        self._killed = False
+        api = backend.client.api
+        self._api = api
+        self.uid = random.randrange(*UID_RANGE)
+        docker = _docker_module()
+        try:
+            self.container_id: str = self._create(backend, preload)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"could not create a sandbox container: {exc}") from exc
+        try:
+            # Attach before start: nothing the worker writes (its `ready`) can be missed,
+            # and the HTTP client has buffered no stream bytes when the socket is taken.
+            attached = api.attach_socket(
+                self.container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            self._sock: socket.socket = getattr(attached, "_sock", attached)
+            self._sock.settimeout(None)
+            self._out, self._out_w = os.pipe()
+            threading.Thread(target=self._demux, daemon=True, name="assay-docker-demux").start()
+            api.start(self.container_id)
+            ready = self.read(time.monotonic() + WORKER_START_TIMEOUT_S)
+        except docker.errors.DockerException as exc:
+            self.kill()
+            raise SandboxError(f"could not start a sandbox container: {exc}") from exc
+        except BaseException:
+            self.kill()
+            raise
+        if ready.get("t") != "ready":
+            self.kill()
+            raise SandboxError(f"container worker did not start: {ready!r}")
+
+    def _create(self, backend: DockerSandbox, preload: tuple[str, ...]) -> str:
+        api = self._api
+        return api.create_container(
+            backend.image,
+            command=[WORKER_PYTHON, "-I", "-B", WORKER_SCRIPT, "--container", ",".join(preload)],
+            user=f"{self.uid}:{self.uid}",
+            stdin_open=True,
+            tty=False,
+            network_disabled=True,
+            working_dir="/tmp",
+            labels=backend.labels(),
+            host_config={**api.create_host_config(**backend.container_config()), "MaskedPaths": MASKED_PATHS},
+        )["Id"]
+
+    def _demux(self) -> None:
+        """Split the engine's multiplexed stream: stdout frames to a pipe the session
+        reads with select(), stderr lines to a bounded tail for error messages."""
+        buf = b""
+        line = b""
+        try:
+            while True:
+                chunk = self._sock.recv(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                while len(buf) >= 8:
+                    stream, size = buf[0], struct.unpack(">I", buf[4:8])[0]
+                    if len(buf) < 8 + size:
+                        break
+                    payload, buf = buf[8 : 8 + size], buf[8 + size :]
+                    if stream == STREAM_STDOUT:
+                        view = memoryview(payload)
+                        while view:
+                            view = view[os.write(self._out_w, view) :]
+                    elif stream == STREAM_STDERR:
+                        line += payload
+                        *lines, line = line.split(b"\n")
+                        self.stderr_tail.extend(item[:500] for item in lines)
+                        line = line[-500:]
+        except OSError:
+            pass
+        finally:
+            if line:
+                self.stderr_tail.append(line)
+            self._eof.set()
+            os.close(self._out_w)
+
+    def send(self, frame: dict[str, Any]) -> None:
+        import json
+
+        data = json.dumps(frame, separators=(",", ":")).encode()
+        try:
+            self._sock.sendall(struct.pack(">I", len(data)) + data)
+        except OSError as exc:
+            raise SandboxError(f"container stream closed: {exc}") from exc
+
+    def read(self, deadline: float) -> dict[str, Any]:
+        ready, _, _ = select.select([self._out], [], [], max(deadline - time.monotonic(), 0))
+        if not ready:
+            raise SandboxError("container worker did not answer in time")
+        try:
+            frame = read_frame(self._out)
+        except (EOFError, OSError, ValueError, struct.error) as exc:
+            self._eof.wait(1.0)
+            tail = b"".join(self.stderr_tail).decode(errors="replace")[-1000:]
+            raise SandboxError(f"container worker died: {exc!r} {tail}") from exc
+        if not isinstance(frame, dict):
+            raise SandboxError("container worker sent a malformed frame")
+        return frame
+
+    def await_clean(self, deadline: float) -> bool:
+        """After `done`: wait until the worker has wiped the job's traces."""
+        try:
+            frame = self.read(deadline)
+        except SandboxError as exc:
+            log.warning("container %s failed after a job: %s", self.container_id[:12], exc)
+            return False
+        if frame.get("t") != "clean" or not frame.get("ok"):
+            log.warning("container %s cleanup failed: %r", self.container_id[:12], frame)
+            return False
+        return True
+
+    def alive(self) -> bool:
+        return not self._eof.is_set() and not self._killed
+
+    def kill(self) -> None:
+        if self._killed:
+            return
+        self._killed = True
+        docker = _docker_module()
+        try:
+            # auto_remove deletes it once stopped; force-remove covers a created-only one.
+            self._api.remove_container(self.container_id, force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # removal already in progress
+                log.error("could not remove sandbox container %s: %s", self.container_id[:12], exc)
+        if not hasattr(self, "_out"):
+            return  # failed before the stream was attached
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        if self._eof.wait(5.0):
+            os.close(self._out)
+
+
+class _ContainerPool(_Pool):
+    def __init__(self, backend: DockerSandbox, preload: tuple[str, ...], size: int) -> None:
+        super().__init__(preload, size, None)
+        self._backend = backend
+
+    def _start(self) -> _ContainerWorker:  # type: ignore[override]
+        worker = _ContainerWorker(self._backend, self.preload)
+        self._backend._track(worker)
+        return worker
+
+    def _retire(self, worker: _ContainerWorker) -> None:  # type: ignore[override]
+        worker.kill()
+        self._backend._untrack(worker)
+
+    def release(self, worker: _ContainerWorker, healthy: bool) -> None:  # type: ignore[override]
+        worker.jobs += 1
+        super().release(worker, healthy and worker.jobs < self._backend.max_jobs)
+
+
+class _DockerCallSession(_ProcessCallSession):
+    _worker: _ContainerWorker
+
+    def _finish_with(self, frame: dict[str, Any]) -> None:
+        if "infrastructure_error" in frame:
+            time.sleep(0.05)  # let the demux thread catch the supervisor's traceback
+            tail = b"".join(self._worker.stderr_tail).decode(errors="replace")[-1500:]
+            self._close(healthy=False)
+            raise SandboxError(f"{frame['infrastructure_error']}: {tail}")
+        self._done = decode_done(frame, "docker")
+        clean = self._worker.await_clean(time.monotonic() + CLEAN_TIMEOUT_S)
+        # A violation means the job probed the walls: give the next job a new container.
+        self._close(healthy=clean and not self._done.violations)
+
+
+class DockerSandbox(ProcessSandbox):
+    """Hardened-container backend; same semantics as `ProcessSandbox`.
+
+    `memory_mb`, `cpus`, `pids` and `scratch_mb` bound each container as a whole (a
+    backstop); the per-job `Limits` are enforced inside it by the worker as in the
+    process backend.
+    """
+
+    name = "docker"
+
+    def __init__(
+        self,
+        image: str | None = None,
+        workers: int | None = None,
+        *,
+        acquire_timeout_s: float = 30.0,
+        max_jobs: int = 200,
+        memory_mb: int = 2048,
+        cpus: float = 1.0,
+        pids: int = 256,
+        scratch_mb: int = 256,
+        base_url: str | None = None,
+        host_label: str | None = None,
+    ) -> None:
+        # Deliberately not ProcessSandbox.__init__: no bubblewrap is needed here.
+        docker = _docker_module()
+        self.image = image or os.environ.get("ASSAY_SANDBOX_IMAGE") or DEFAULT_IMAGE
+        self.workers = workers or os.cpu_count() or 2
+        self.acquire_timeout_s = acquire_timeout_s
+        self.max_jobs = max_jobs
+        self.memory_mb, self.cpus, self.pids, self.scratch_mb = memory_mb, cpus, pids, scratch_mb
+        self.host_label = host_label or os.environ.get("ASSAY_SANDBOX_HOST") or socket.gethostname()
+        self._owner = _process_token(os.getpid()) or f"{os.getpid()}:0"
+        self._pools: dict[str, _Pool] = {}
+        self._lock = threading.Lock()
+        self._live: set[_ContainerWorker] = set()
+        # Not self._lock: pools retire workers while close() holds that one.
+        self._live_lock = threading.Lock()
+        try:
+            self.client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+            self.client.ping()
+        except Exception as exc:  # the SDK raises several types for "no engine here"
+            raise SandboxUnavailable(
+                f"the docker backend cannot reach a Docker engine ({exc}); start one "
+                "(scripts/docker_engine.sh) or choose ASSAY_SANDBOX=process"
+            ) from exc
+        try:
+            found = self.client.images.get(self.image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(
+                f"sandbox image {self.image!r} is not on this engine; build it with `make images`"
+            ) from exc
+        self.image_source = (found.labels or {}).get(LABEL_SOURCE)
+        if self.image_source != source_hash():
+            log.warning(
+                "sandbox image %s was built from other sandbox/verifier code (%s, this tree %s): run `make images`",
+                self.image, self.image_source, source_hash(),
+            )
+        self.removed_leftovers = self.remove_leftovers()
+        atexit.register(self.close)
+
+    # ------------------------------------------------------------------ containers
+
+    def labels(self) -> dict[str, str]:
+        return {LABEL: "1", LABEL_HOST: self.host_label, LABEL_OWNER: self._owner}
+
+    def container_config(self) -> dict[str, Any]:
+        """HostConfig of every sandbox container: the hardening lives here."""
+        return {
+            "network_mode": "none",
+            "read_only": True,
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.scratch_mb}m,mode=1777"},
+            "shm_size": "16m",
+            "cap_drop": ["ALL"],
+            # No seccomp option: Docker's default profile applies (never "unconfined").
+            "security_opt": ["no-new-privileges"],
+            "pids_limit": self.pids,
+            "mem_limit": f"{self.memory_mb}m",
+            "memswap_limit": f"{self.memory_mb}m",
+            "nano_cpus": int(self.cpus * 1e9),
+            "ipc_mode": "private",
+            "auto_remove": True,
+            "init": False,  # the worker must be PID 1
+            "log_config": {"Type": "none", "Config": {}},
+        }
+
+    def remove_leftovers(self) -> int:
+        """Remove sandbox containers this host made in processes that no longer run.
+
+        A process is named by pid and start time, so a recycled pid (or the API restarted
+        in its container, again as PID 1) does not pass for the process that made them."""
+        docker = _docker_module()
+        removed = 0
+        filters = {"label": [f"{LABEL}=1", f"{LABEL_HOST}={self.host_label}"]}
+        for container in self.client.containers.list(all=True, filters=filters):
+            owner = container.labels.get(LABEL_OWNER, "")
+            pid = owner.split(":")[0]
+            if pid.isdigit() and _process_token(int(pid)) == owner:
+                continue  # its process still runs (another sandbox, maybe in this process)
+            try:
+                container.remove(force=True)
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:
+                    raise
+        if removed:
+            log.info("removed %d sandbox containers left behind by earlier runs", removed)
+        return removed
+
+    def _track(self, worker: _ContainerWorker) -> None:
+        with self._live_lock:
+            self._live.add(worker)
+
+    def _untrack(self, worker: _ContainerWorker) -> None:
+        with self._live_lock:
+            self._live.discard(worker)
+
+    # -------------------------------------------------------------------- interface
+
+    def _pool(self, name: str, preload: tuple[str, ...]) -> _Pool:
+        with self._lock:
+            pool = self._pools.get(name)
+            if pool is None:
+                pool = self._pools[name] = _ContainerPool(self, preload, self.workers)
+            elif pool.preload != preload:
+                raise ValueError(f"pool {name!r} already exists with preload {pool.preload}")
+            return pool
+
+    def _start(self, spec: dict[str, Any], limits: Limits, pool: str, preload: tuple[str, ...],
+               on_message: MessageHandler | None) -> _DockerCallSession:
+        the_pool = self._pool(pool, preload)
+        worker = the_pool.acquire(self.acquire_timeout_s)
+        session = _DockerCallSession(the_pool, worker, limits, on_message)  # type: ignore[arg-type]
+        try:
+            worker.send({"t": "job", "spec": {**spec, "limits": limits.to_dict()}})
+        except SandboxError:
+            session._close(healthy=False)
+            raise
+        return session
+
+    # run(), call() and open() are the process backend's: they differ only in _start().
+
+    def close(self) -> None:
+        super().close()
+        with self._live_lock:
+            live = list(self._live)
+            self._live.clear()
+        for worker in live:  # also the ones a job still holds
+            worker.kill()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "image": self.image,
+            "image_source": self.image_source,
+            "workers_per_pool": self.workers,
+            "pools": sorted(self._pools),
+        }
+
+
+if __name__ == "__main__":
+    print(source_hash())

@@ -1,0 +1,133 @@
+"""The deployed stack, driven exactly as the operator docs say.
+
+`docker compose up -d --wait` on a non-default ASSAY_PORT, a key from
+`docker compose exec api assay keys create`, math and code groups scored through the API
+(the code runs in hardened sibling containers), records read back from Postgres, then
+`down` / `up` and the same records read again; finally `down --volumes`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+REQUIRED = "docker" in os.environ.get("ASSAY_TEST_BACKENDS", "")
+IMAGES = ("assay-service:latest", "assay-runtime:latest", "assay-postgres:latest")
+
+MATH_GROUP = {"verifier": "math", "task": {"answer": "\\frac{1}{2}"},
+              "responses": ["The answer is \\boxed{\\frac{1}{2}}", "\\boxed{0.5}", "\\boxed{2}", "no idea"]}
+CODE_GROUP = {
+    "verifier": "code",
+    "task": {"language": "python", "entry_point": "add",
+             "tests": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"},
+    "responses": [
+        "```python\ndef add(a, b):\n    return a + b\n```",
+        "```python\ndef add(a, b):\n    return a * b\n```",
+        # An escape attempt on the way: no network, no root fs, no docker socket in there.
+        "```python\nimport os, socket\nopen('/var/run/docker.sock')\ndef add(a, b):\n    return a + b\n```",
+    ],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    def __init__(self, project: str, port: int) -> None:
+        self.project = project
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.env = {**os.environ, "ASSAY_PORT": str(port), "COMPOSE_PROJECT_NAME": project}
+
+    def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(["docker", "compose", "-f", str(REPO / "docker-compose.yml"), *args],
+                              env=self.env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            logs = subprocess.run(["docker", "compose", "-f", str(REPO / "docker-compose.yml"), "logs", "--tail", "60"],
+                                  env=self.env, cwd=REPO, capture_output=True, text=True, timeout=60).stdout
+            raise AssertionError(f"docker compose {' '.join(args)} failed: {done.stderr[-3000:]}\n{logs[-4000:]}")
+        return done
+
+    def up(self) -> None:
+        self.compose("up", "-d", "--wait", timeout=600)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    problem = None
+    if shutil.which("docker") is None:
+        problem = "no docker CLI"
+    else:
+        version = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+        missing = [image for image in IMAGES
+                   if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode]
+        if version.returncode:
+            problem = "no docker compose v2"
+        elif missing:
+            problem = f"images missing ({', '.join(missing)}): run `make images`"
+    if problem:
+        if REQUIRED:
+            pytest.fail(f"ASSAY_TEST_BACKENDS names docker but {problem}")
+        pytest.skip(problem)
+    s = Stack(f"assay-e2e-{os.getpid()}", _free_port())
+    try:
+        s.up()
+        yield s
+    finally:
+        s.compose("down", "--volumes", "--remove-orphans", timeout=300)
+
+
+def _records(client: httpx.Client, ids: list[str]) -> dict[str, dict]:
+    return {rid: client.get(f"/v1/records/{rid}").raise_for_status().json() for rid in ids}
+
+
+def test_compose_stack_scores_groups_and_keeps_records_across_restart(stack: Stack):
+    assert stack.port != 8000
+    created = stack.compose("exec", "-T", "api", "assay", "keys", "create", "--scopes", "reward,audit")
+    key = created.stdout.strip().splitlines()[-1]
+    assert len(key) >= 20 and " " not in key
+    headers = {"Authorization": f"Bearer {key}"}
+
+    with httpx.Client(base_url=stack.url, headers=headers, timeout=180) as client:
+        ready = client.get("/readyz").json()
+        assert ready["sandbox"]["backend"] == "docker"
+        scored = client.post("/v1/groups", json={"groups": [MATH_GROUP, CODE_GROUP]})
+        assert scored.status_code == 200, scored.text
+        math_group, code_group = scored.json()["groups"]
+        assert math_group["rewards"] == [1.0, 1.0, 0.0, 0.0]
+        assert code_group["rewards"][:2] == [1.0, 0.0]
+        assert code_group["results"][2]["verdict"] != "correct"
+        ids = [r["record_id"] for g in (math_group, code_group) for r in g["results"]]
+        before = _records(client, ids)
+        assert {r["verdict"] for r in before.values()} >= {"correct", "incorrect"}
+        assert {r["sandbox_backend"] for r in before.values()} == {"docker"}
+        # The key cannot do what its scopes do not allow.
+        assert client.post("/v1/tasks", json={"task_id": "x", "verifier": "math",
+                                              "task": {"answer": "1"}}).status_code == 403
+
+    stack.compose("down")
+    stack.up()
+    with httpx.Client(base_url=stack.url, headers=headers, timeout=60) as client:
+        after = _records(client, ids)
+        assert after == before
+        listed = client.get("/v1/records", params={"limit": 100}).raise_for_status().json()
+        assert {r["id"] for r in listed["records"]} >= set(ids)
+
+    # The audit store really is the Postgres container (not a file in the API container).
+    psql = ("PGPASSWORD=$(cat /run/assay-db/password) /usr/local/lib/pgbin/psql -h 127.0.0.1 -U assay -d assay "
+            "-Atc 'select count(*) from records'")
+    tables = stack.compose("exec", "-T", "postgres", "sh", "-c", psql)
+    assert int(tables.stdout.strip()) >= len(ids)
