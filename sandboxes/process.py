@@ -115,7 +115,11 @@ def check_namespaces() -> None:
 class _Worker:
     """One warm worker process inside its own bubblewrap sandbox."""
 
-    def __init__(self, preload: tuple[str, ...], uid: int | None) -> None:
+    def __init__(self, preload: tuple[str, ...], uid: int | None, unsafe: bool = False) -> None:
+        if unsafe:
+            self._spawn([sys.executable, "-I", "-B", str(PROJECT_ROOT / "sandboxes" / "worker.py"), "--unsafe",
+                         ",".join(preload)])
+            return
         command = [
             "bwrap",
             "--die-with-parent",
@@ -157,8 +161,12 @@ class _Worker:
                 "--no-new-privs",
                 *python,
             ]
+        self._spawn(command)
+
+    def _spawn(self, command: list[str]) -> None:
         self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
         )
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self._in = self.proc.stdin.fileno()
@@ -217,8 +225,10 @@ class _ReadTimeout(SandboxError):
 class _Pool:
     """A bounded set of warm workers that share a preload list."""
 
-    def __init__(self, preload: tuple[str, ...], size: int, uids: itertools.count | None) -> None:
+    def __init__(self, preload: tuple[str, ...], size: int, uids: itertools.count | None,
+                 unsafe: bool = False) -> None:
         self.preload = preload
+        self.unsafe = unsafe
         self.size = size
         self._uids = uids
         self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
@@ -250,7 +260,7 @@ class _Pool:
 
     def _start(self) -> _Worker:
         uid = self._new_uid()
-        worker = _Worker(self.preload, uid)
+        worker = _Worker(self.preload, uid, self.unsafe)
         worker.uid = uid  # type: ignore[attr-defined]
         return worker
 
@@ -391,10 +401,23 @@ class ProcessSandbox(Sandbox):
 
     def __init__(self, workers: int | None = None, acquire_timeout_s: float = 30.0,
                  unsafe_no_isolation: bool = False) -> None:
-        check_namespaces()
+        """`unsafe_no_isolation` only matters where namespaces cannot be made: then jobs
+        run with rlimits and a process group but no namespaces, instead of refusing."""
+        self.unsafe = False
+        try:
+            check_namespaces()
+        except SandboxUnavailable:
+            if not unsafe_no_isolation:
+                raise
+            if os.geteuid() == 0:
+                raise SandboxUnavailable("ASSAY_UNSAFE_NO_ISOLATION refuses to run jobs as root without "
+                                         "namespaces; start the service as an unprivileged user") from None
+            log.critical("NO SANDBOX ISOLATION: namespaces are unavailable and ASSAY_UNSAFE_NO_ISOLATION is set; "
+                         "untrusted code runs with this service user's rights")
+            self.unsafe = True
         self.workers = workers or os.cpu_count() or 2
         self.acquire_timeout_s = acquire_timeout_s
-        self._uids = itertools.count(FIRST_SANDBOX_UID) if os.geteuid() == 0 else None
+        self._uids = itertools.count(FIRST_SANDBOX_UID) if os.geteuid() == 0 and not self.unsafe else None
         self._pools: dict[str, _Pool] = {}
         self._lock = threading.Lock()
 
@@ -402,7 +425,7 @@ class ProcessSandbox(Sandbox):
         with self._lock:
             pool = self._pools.get(name)
             if pool is None:
-                pool = self._pools[name] = _Pool(preload, self.workers, self._uids)
+                pool = self._pools[name] = _Pool(preload, self.workers, self._uids, self.unsafe)
             elif pool.preload != preload:
                 raise ValueError(f"pool {name!r} already exists with preload {pool.preload}")
             return pool
@@ -448,4 +471,5 @@ class ProcessSandbox(Sandbox):
             self._pools.clear()
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "workers_per_pool": self.workers, "pools": sorted(self._pools)}
+        return {"backend": self.name, "workers_per_pool": self.workers, "pools": sorted(self._pools),
+                "isolation": "none (unsafe)" if self.unsafe else "namespaces"}

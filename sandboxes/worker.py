@@ -34,9 +34,11 @@ import importlib
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 
@@ -47,6 +49,10 @@ from sandboxes.frames import FrameError, read_frame, write_frame  # noqa: E402
 
 JOB_MAX_FRAME = 16 * 1024 * 1024
 SCRATCH = "/tmp/work"
+# Unsafe mode (`worker.py --unsafe PRELOAD`): the operator's explicit choice where no
+# namespaces can be made. Jobs get rlimits, a private scratch directory and their own
+# process group, and nothing else: they can read what the service user can read.
+UNSAFE = False
 # Container mode: every place a job can write, wiped after each job.
 CONTAINER_WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
 CONTAINER_CLEANUP_S = 5.0
@@ -157,7 +163,9 @@ def _job_main(spec: dict, stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int,
         # A fresh procfs cannot be mounted under bwrap's partly read-only /proc, so the
         # job gets an empty /proc: it sees no process, and PID namespaces keep it from
         # addressing any process outside its own.
-        if not container:  # container mode: no CAP_SYS_ADMIN, the job sees the container's /proc
+        if UNSAFE:
+            pass  # no mount namespace: nothing can be hidden
+        elif not container:  # container mode: no CAP_SYS_ADMIN, the job sees the container's /proc
             _mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555")
         else:
             # If the container's memory limit is hit, the job and not its supervisor dies.
@@ -248,7 +256,10 @@ class _Capture:
 def _supervise(spec: dict, host_in: int, host_out: int, container: bool = False) -> None:
     """Runs in a fork of the worker. Owns the host pipes until it sends `done`."""
     limits = spec["limits"]
-    if container:
+    if UNSAFE:
+        global SCRATCH
+        SCRATCH = tempfile.mkdtemp(prefix="assay-job-")
+    elif container:
         # The worker wiped /tmp after the previous job; the directory is new.
         os.mkdir(SCRATCH, 0o755)
     else:
@@ -311,6 +322,10 @@ def _supervise(spec: dict, host_in: int, host_out: int, container: bool = False)
                     # What a PID namespace's end does in process mode: nothing the job
                     # started outlives it (kill(-1) spares only PID 1 and the caller).
                     _kill_all_but_init()
+                elif UNSAFE:
+                    # Only the job's process group: a `setsid` escapee survives (unsafe).
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGKILL)
             elif fd in outputs:
                 if not outputs[fd].pump():
                     open_reads.discard(fd)
@@ -372,6 +387,8 @@ def _supervise(spec: dict, host_in: int, host_out: int, container: bool = False)
     stderr = bytes(outputs[err_r].data)
     if killed_by is None and (outcome.get("type") == "MemoryError" or b"MemoryError" in stderr[-4000:]):
         killed_by = "memory"
+    if UNSAFE:
+        shutil.rmtree(SCRATCH, ignore_errors=True)
     write_frame(
         host_out,
         {
@@ -480,7 +497,13 @@ def _container_cleanup() -> None:
 
 
 def main() -> None:
+    global UNSAFE
     args = sys.argv[1:]
+    if args and args[0] == "--unsafe":
+        if os.geteuid() == 0:
+            sys.exit("unsafe mode refuses to run jobs as root: start the service as an unprivileged user")
+        UNSAFE = True
+        args = args[1:]
     container = bool(args) and args[0] == "--container"
     if container:
         args = args[1:]

@@ -109,3 +109,22 @@ def test_jobs_run_as_unprivileged_user(box):
     if os.geteuid() == 0:
         assert uid >= 61000
     assert box.run(py("import os; os.setuid(0)")).exit_code != 0
+
+
+def test_unsafe_flag_runs_without_namespaces_only_when_asked(monkeypatch, tmp_path):
+    """Where bubblewrap is missing: refuse, unless the operator set the loud flag; then
+    jobs still get limits, but no namespaces (and never as root)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable):
+        ProcessSandbox(workers=1)
+    if os.geteuid() == 0:
+        with pytest.raises(SandboxUnavailable, match="root"):
+            ProcessSandbox(workers=1, unsafe_no_isolation=True)
+        return
+    box = ProcessSandbox(workers=1, unsafe_no_isolation=True)
+    try:
+        assert box.describe()["isolation"] == "none (unsafe)"
+        assert box.run(py("print(6 * 7)")).stdout == b"42\n"
+        assert box.run(py("while True: pass", cpu_s=1)).killed_by == "cpu"
+    finally:
+        box.close()
