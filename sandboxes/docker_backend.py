@@ -37,7 +37,7 @@ from sandboxes.base import (
     SandboxError,
     SandboxUnavailable,
 )
-from sandboxes.frames import decode_done, read_frame
+from sandboxes.frames import read_frame
 from sandboxes.process import PROJECT_ROOT, SANDBOX_PACKAGES, ProcessSandbox, _Pool, _ProcessCallSession
 
 log = logging.getLogger(__name__)
@@ -274,13 +274,10 @@ class _ContainerPool(_Pool):
 class _DockerCallSession(_ProcessCallSession):
     _worker: _ContainerWorker
 
-    def _finish_with(self, frame: dict[str, Any]) -> None:
-        if "infrastructure_error" in frame:
-            time.sleep(0.05)  # let the demux thread catch the supervisor's traceback
-            tail = b"".join(self._worker.stderr_tail).decode(errors="replace")[-1500:]
-            self._close(healthy=False)
-            raise SandboxError(f"{frame['infrastructure_error']}: {tail}")
-        self._done = decode_done(frame, "docker")
+    backend = "docker"
+
+    def _release_done(self) -> None:
+        assert self._done is not None
         clean = self._worker.await_clean(time.monotonic() + CLEAN_TIMEOUT_S)
         # A violation means the job probed the walls: give the next job a new container.
         self._close(healthy=clean and not self._done.violations)

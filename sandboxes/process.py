@@ -337,13 +337,19 @@ class _ProcessCallSession(CallSession):
                     raise CallEnded(self._done)
                 return None
 
+    backend = "process"
+
     def _finish_with(self, frame: dict[str, Any]) -> None:
         if "infrastructure_error" in frame:
             time.sleep(0.05)  # let the stderr reader catch the supervisor's traceback
             tail = b"".join(self._worker.stderr_tail).decode(errors="replace")[-1500:]
             self._close(healthy=False)
             raise SandboxError(f"{frame['infrastructure_error']}: {tail}")
-        self._done = decode_done(frame, "process")
+        self._done = decode_done(frame, self.backend)
+        self._release_done()
+
+    def _release_done(self) -> None:
+        """Give the worker back once its job is done (backends may check it first)."""
         self._close(healthy=True)
 
     def _close(self, healthy: bool) -> None:

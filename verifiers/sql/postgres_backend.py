@@ -44,6 +44,7 @@ from sandboxes.base import SandboxError
 from verifiers.base import VerifyContext
 from verifiers.sql.compare import Row, Tagged
 from verifiers.sql.execution import Execution, InstanceRun, Statement, StatementResult, TableDiff
+from verifiers.sql.rowdiff import hashable, pick
 from verifiers.sql.task import SqlTask
 
 ENV_URL = "ASSAY_SQL_POSTGRES_URL"
@@ -97,9 +98,6 @@ def normalize(value: Any) -> Any:
         return Tagged("json" if isinstance(value, dict) else "array", json.dumps(value, sort_keys=True, default=str))
     return Tagged(type(value).__name__, str(value))
 
-
-def _hashable(row: Row) -> tuple[Any, ...]:
-    return tuple(("\0nan",) if isinstance(v, float) and v != v else v for v in row)
 
 
 @dataclass
@@ -417,26 +415,16 @@ class PostgresBackend:
         total = 0
         for table, (columns, rows) in before.items():
             new_rows = after.get(table, (columns, []))[1]
-            old, new = Counter(_hashable(r) for r in rows), Counter(_hashable(r) for r in new_rows)
+            old, new = Counter(hashable(r) for r in rows), Counter(hashable(r) for r in new_rows)
             if old == new:
                 continue
-            removed, added = _pick(rows, old - new), _pick(new_rows, new - old)
+            removed, added = pick(rows, old - new), pick(new_rows, new - old)
             total += len(removed) + len(added)
             diff[table] = TableDiff(columns, removed, added)
         if total > task.max_rows:
             return StatementResult(False, "too_large", "the change exceeds the result caps")
         return StatementResult(True, diff=diff)
 
-
-def _pick(rows: list[Row], wanted: Counter) -> list[Row]:
-    left = Counter(wanted)
-    out = []
-    for row in rows:
-        key = _hashable(row)
-        if left[key] > 0:
-            left[key] -= 1
-            out.append(row)
-    return out
 
 
 def _rollback(conn: psycopg.Connection) -> None:

@@ -28,6 +28,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from verifiers.sql.rowdiff import hashable, pick
+
 SCRATCH = "/tmp/work"
 FETCH_CHUNK = 256
 PROGRESS_STEPS = 1000
@@ -210,10 +212,6 @@ def _snapshot(path: str) -> dict[str, Any]:
         conn.close()
 
 
-def _hashable(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    # NaN != NaN would make an untouched row look changed.
-    return tuple("\0nan" if isinstance(v, float) and v != v else v for v in row)
-
 
 def run_mutation(path: str, sql: str, cfg: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     work = path + ".attempt"
@@ -238,13 +236,13 @@ def run_mutation(path: str, sql: str, cfg: dict[str, Any], before: dict[str, Any
         if table == "__schema__":
             continue
         columns, rows = snapshot
-        old = Counter(_hashable(r) for r in rows)
+        old = Counter(hashable(r) for r in rows)
         new_rows = after[table][1]
-        new = Counter(_hashable(r) for r in new_rows)
+        new = Counter(hashable(r) for r in new_rows)
         if old == new:
             continue
-        removed = _pick(rows, old - new)
-        added = _pick(new_rows, new - old)
+        removed = pick(rows, old - new)
+        added = pick(new_rows, new - old)
         size += sum(_size(v) for r in removed + added for v in r)
         if size > max_bytes or len(removed) + len(added) > int(cfg["max_rows"]):
             return {"ok": False, "kind": "too_large", "error": "the change exceeds the result caps"}
@@ -255,16 +253,6 @@ def run_mutation(path: str, sql: str, cfg: dict[str, Any], before: dict[str, Any
         }
     return {"ok": True, "diff": diff}
 
-
-def _pick(rows: list[tuple[Any, ...]], wanted: Counter) -> list[tuple[Any, ...]]:
-    left = Counter(wanted)
-    out = []
-    for row in rows:
-        key = _hashable(row)
-        if left[key] > 0:
-            left[key] -= 1
-            out.append(row)
-    return out
 
 
 def _wrap_predicate(sql: str, predicate: str, n_columns: int) -> str:
