@@ -126,12 +126,17 @@ def test_fresh_processes_judge_like_replay_sessions(ctx: VerifyContext) -> None:
     assert cold[0].usage is not None and cold[0].usage["killed_by"] is None and cold[0].usage["cpu_s"] > 0
 
 
-def test_replay_sessions_are_recycled(ctx: VerifyContext, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_sessions_are_recycled(ctx: VerifyContext, sandbox: Sandbox,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # A session retires after its request budget and the next one opens in its place; if a
     # retired session kept its slot, the pool would run dry and later calls would fall back.
+    runner.close_sessions(sandbox)
     monkeypatch.setattr(runner, "SESSION_MAX_REQUESTS", 2)
     verifier, task = registry.get("tool_state"), parse()
-    outcomes = [verifier.verify(task, honest_response(), ctx) for _ in range(7)]
+    try:
+        outcomes = [verifier.verify(task, honest_response(), ctx) for _ in range(7)]
+    finally:
+        runner.close_sessions(sandbox)
     assert {(o.verdict, o.usage["mode"]) for o in outcomes if o.usage} == {(Verdict.correct, "replay_session")}
 
 

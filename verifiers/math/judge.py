@@ -7,15 +7,22 @@ kills this process and continues the batch in a fresh one.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from verifiers.math.compare import equivalent
-from verifiers.math.parse import ParseFailure, TooLarge, parse_answer
+from verifiers.math.parse import Parsed, ParseFailure, TooLarge, parse_answer
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_gold(text: str) -> Parsed:
+    # A group's answers share one gold; comparisons only read the parsed value.
+    return parse_answer(text)
 
 
 def judge_one(item: dict[str, Any]) -> dict[str, Any]:
     try:
-        gold = parse_answer(item["gold"])
+        gold = _parse_gold(item["gold"])
     except ParseFailure as exc:
         return {"status": "gold_unparsable", "message": str(exc)[:300]}
     try:

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
+from sandboxes.sessions import SessionSpec, close_warm_sessions, warm_sessions
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.math.extract import extract_answer
 from verifiers.registry import register
@@ -14,6 +15,13 @@ from verifiers.registry import register
 POOL = "math"
 PRELOAD = ("verifiers.math.judge",)
 TARGET = "verifiers.math.judge:serve"
+DEFAULT_MEMORY_MB = 1024
+# Parsing answers runs only our own parser (no eval) on data, so warm sessions may judge
+# answer after answer; each answer still gets its own time budget.
+SESSIONS = SessionSpec(TARGET, "math_serve", PRELOAD,
+                       Limits(wall_s=300, cpu_s=240, memory_mb=DEFAULT_MEMORY_MB, processes=4,
+                              output_bytes=64_000, file_size_mb=1, open_files=64, scratch_mb=4),
+                       max_age_s=60, max_requests=2000, wait_s=0.5)
 
 
 class MathTask(TaskBase):
@@ -22,7 +30,7 @@ class MathTask(TaskBase):
         True, description="When no \\boxed{} or answer phrase is found, take the response's last number."
     )
     timeout_s: float = Field(5.0, gt=0, le=30, description="Time budget to parse and compare one answer.")
-    memory_mb: int = Field(1024, ge=256, le=4096)
+    memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=256, le=4096)
 
 
 def _limits(task: MathTask, answers: int) -> Limits:
@@ -46,7 +54,10 @@ class MathVerifier(Verifier):
     task_model = MathTask
 
     def warm(self, ctx: VerifyContext) -> None:
-        ctx.sandbox.warm(POOL, PRELOAD)
+        ctx.sandbox.warm(SESSIONS.pool, PRELOAD)
+
+    def close(self, ctx: VerifyContext) -> None:
+        close_warm_sessions(ctx.sandbox, SESSIONS.pool)
 
     def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
         return self.verify_many(task, [response], ctx)[0]
@@ -64,10 +75,32 @@ class MathVerifier(Verifier):
                                           {**evidence, "reason": "no final answer found"})
             else:
                 pending.append((index, extraction.text, evidence))
+        if task.memory_mb == DEFAULT_MEMORY_MB:
+            pending = self._judge_warm(task, pending, outcomes, ctx)
+        # What no warm session could judge: fresh processes, which also pin a kill on its cause.
         while pending:
             session = ctx.sandbox.open(TARGET, None, _limits(task, len(pending)), pool=POOL, preload=PRELOAD)
             pending = self._judge_in(session, task, pending, outcomes)
         return [outcomes[i] for i in range(len(responses))]
+
+    def _judge_warm(self, task: MathTask, pending: list[tuple[int, str, dict[str, Any]]],
+                    outcomes: dict[int, Outcome], ctx: VerifyContext) -> list[tuple[int, str, dict[str, Any]]]:
+        sessions = warm_sessions(ctx.sandbox, SESSIONS)
+        rest = []
+        for item in pending:
+            index, answer, evidence = item
+            try:
+                result = sessions.request({"answer": answer, "gold": task.answer}, timeout_s=task.timeout_s)
+            except RequestTimeout as exc:
+                outcomes[index] = _timed_out(task, evidence, exc)
+                continue
+            except CallEnded:  # the session's own limits may have ended it: judge afresh
+                result = None
+            if result is None:
+                rest.append(item)
+            else:
+                outcomes[index] = self._outcome(result, evidence)
+        return rest
 
     def _judge_in(self, session: CallSession, task: MathTask, pending: list[tuple[int, str, dict[str, Any]]],
                   outcomes: dict[int, Outcome]) -> list[tuple[int, str, dict[str, Any]]]:
@@ -76,10 +109,7 @@ class MathVerifier(Verifier):
             try:
                 result = session.request({"answer": answer, "gold": task.answer}, timeout_s=task.timeout_s)
             except RequestTimeout as exc:
-                usage = exc.result.summary() if exc.result else None
-                outcomes[index] = Outcome(Verdict.timeout, [hard("format", False), hard("correctness", False)],
-                                          {**evidence, "reason": f"parsing took longer than {task.timeout_s}s"},
-                                          flags=["math_parse_timeout"], usage=usage)
+                outcomes[index] = _timed_out(task, evidence, exc)
                 return pending[position + 1:]
             except CallEnded as exc:
                 usage = exc.result.summary() if exc.result else None
@@ -108,3 +138,9 @@ class MathVerifier(Verifier):
         flags = ["math_answer_too_large"] if status == "too_large" else []
         return Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
                        {**evidence, "reason": clip(str(result.get("message")), 300)}, flags=flags)
+
+
+def _timed_out(task: MathTask, evidence: dict[str, Any], exc: RequestTimeout) -> Outcome:
+    return Outcome(Verdict.timeout, [hard("format", False), hard("correctness", False)],
+                   {**evidence, "reason": f"parsing took longer than {task.timeout_s}s"},
+                   flags=["math_parse_timeout"], usage=exc.result.summary() if exc.result else None)

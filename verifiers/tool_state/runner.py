@@ -3,24 +3,14 @@
 Forking a fresh sandboxed process for each group costs more than replaying the group
 (several milliseconds against well under one for ten calls). The replay runs only our
 own code on data, never candidate code, and every judgement builds its environment
-afresh from the task, so one sandboxed process may judge many groups in turn without
-one response being able to affect another's judgement. Sessions are still recycled by
-age and request count, and any failure (a kill by a limit, a crash, a closed sandbox)
-drops the session; the caller then falls back to one fresh process per call, which also
-pins a kill on the response that caused it.
+afresh from the task, so warm sessions (sandboxes/sessions.py) may judge many groups in
+turn without one response being able to affect another's judgement.
 """
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import threading
-import time
-import weakref
-from dataclasses import dataclass
-from typing import Any
-
-from sandboxes.base import CallSession, Limits, Sandbox, SandboxError
+from sandboxes.base import Limits, Sandbox
+from sandboxes.sessions import SessionSpec, WarmSessions, close_warm_sessions, warm_sessions
 
 PRELOAD = ("verifiers.tool_state.replay",)
 CALL_TARGET = "verifiers.tool_state.replay:run"
@@ -37,112 +27,12 @@ SESSION_MAX_REQUESTS = 500
 SESSION_WAIT_S = 2.0
 
 
-@dataclass
-class _Served:
-    session: CallSession
-    opened: float
-    requests: int = 0
-
-    def worn(self, now: float) -> bool:
-        return now - self.opened > SESSION_MAX_AGE_S or self.requests >= SESSION_MAX_REQUESTS
-
-
-class ReplaySessions:
-    """Up to `size` warm replay sessions in one sandbox, each used by one thread at a time."""
-
-    def __init__(self, sandbox: Sandbox, size: int) -> None:
-        self._sandbox = sandbox
-        self._size = size
-        self._idle: queue.LifoQueue[_Served] = queue.LifoQueue()
-        self._open = 0
-        self._closed = False
-        self._lock = threading.Lock()
-
-    def request(self, payload: dict[str, Any]) -> Any | None:
-        """The replay's answer, or None when no session could answer (use the fallback)."""
-        served = self._take()
-        if served is None:
-            return None
-        try:
-            value = served.session.request(payload)
-        except SandboxError:
-            self._drop(served)
-            return None
-        served.requests += 1
-        self._give_back(served)
-        return value
-
-    def _take(self) -> _Served | None:
-        while True:
-            try:
-                served = self._idle.get_nowait()
-            except queue.Empty:
-                served = self._open_one()
-                if served is None:
-                    try:
-                        served = self._idle.get(timeout=SESSION_WAIT_S)
-                    except queue.Empty:
-                        return None
-            if not served.worn(time.monotonic()):
-                return served
-            self._retire(served)
-
-    def _open_one(self) -> _Served | None:
-        with self._lock:
-            if self._open >= self._size:
-                return None
-            self._open += 1
-        try:
-            session = self._sandbox.open(SERVE_TARGET, {}, SESSION_LIMITS, pool=SERVE_POOL, preload=PRELOAD)
-        except SandboxError:
-            with self._lock:
-                self._open -= 1
-            return None
-        return _Served(session, time.monotonic())
-
-    def _give_back(self, served: _Served) -> None:
-        if self._closed or served.worn(time.monotonic()):
-            self._retire(served)
-        else:
-            self._idle.put(served)
-
-    def _retire(self, served: _Served) -> None:
-        with contextlib.suppress(SandboxError):
-            served.session.finish()
-        with self._lock:
-            self._open -= 1
-
-    def _drop(self, served: _Served) -> None:
-        with contextlib.suppress(SandboxError):
-            served.session.abort()
-        with self._lock:
-            self._open -= 1
-
-    def close(self) -> None:
-        """Finish every idle session (busy ones are finished when given back)."""
-        self._closed, self._size = True, 0
-        while True:
-            try:
-                self._retire(self._idle.get_nowait())
-            except queue.Empty:
-                return
-
-
-_sessions: weakref.WeakKeyDictionary[Sandbox, ReplaySessions] = weakref.WeakKeyDictionary()
-_sessions_lock = threading.Lock()
-
-
-def sessions_for(sandbox: Sandbox) -> ReplaySessions:
-    with _sessions_lock:
-        found = _sessions.get(sandbox)
-        if found is None:
-            size = int(getattr(sandbox, "workers", 2))
-            found = _sessions[sandbox] = ReplaySessions(sandbox, size)
-        return found
+def sessions_for(sandbox: Sandbox) -> WarmSessions:
+    # The spec is read when a sandbox's sessions are first made (tests tune the constants).
+    spec = SessionSpec(SERVE_TARGET, SERVE_POOL, PRELOAD, SESSION_LIMITS, SESSION_MAX_AGE_S,
+                       SESSION_MAX_REQUESTS, SESSION_WAIT_S)
+    return warm_sessions(sandbox, spec)
 
 
 def close_sessions(sandbox: Sandbox) -> None:
-    with _sessions_lock:
-        found = _sessions.pop(sandbox, None)
-    if found is not None:
-        found.close()
+    close_warm_sessions(sandbox, SERVE_POOL)

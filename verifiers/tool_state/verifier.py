@@ -10,12 +10,13 @@ stated as values without spraying candidates).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sandboxes.base import CallResult, SandboxError
+from sandboxes.base import CallEnded, CallResult, SandboxError
 from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, clip, hard, sha256_json
 from verifiers.registry import register
 from verifiers.tool_state.runner import (
@@ -101,7 +102,10 @@ class ToolStateVerifier(Verifier):
     def _judge(self, task: ToolStateTask, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
         payload = {"task": task.replay_spec(), "responses": responses}
         started = time.perf_counter()
-        value = sessions_for(ctx.sandbox).request(payload) if self.sessions else None
+        value = None
+        if self.sessions:
+            with contextlib.suppress(CallEnded):  # a response killed the session: judge afresh
+                value = sessions_for(ctx.sandbox).request(payload)
         if value is not None:
             per = (time.perf_counter() - started) / len(responses)
             usage = {"backend": ctx.sandbox.name, "mode": "replay_session", "wall_s": round(per, 4)}

@@ -1,0 +1,155 @@
+"""Warm call sessions: long-lived sandboxed processes that answer many requests in turn.
+
+Forking a fresh sandboxed process costs several milliseconds, more than judging a group
+takes for verifiers whose sandboxed code is *our own* code working on data (parsing a
+math answer, replaying a tool trace) rather than candidate code. Such a verifier may let
+one sandboxed process serve request after request: nothing in a request can run code, and
+each request is judged from scratch. Sessions are still recycled by age and request
+count, and dropped on any failure; callers fall back to a fresh process per call, which
+also pins a kill on the input that caused it. Never use this for candidate code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from sandboxes.base import CallEnded, CallSession, Limits, Sandbox, SandboxError
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    target: str
+    pool: str
+    preload: tuple[str, ...]
+    # A session's limits cover its whole life; it is retired well before they run out.
+    limits: Limits
+    max_age_s: float = 60.0
+    max_requests: int = 500
+    # How long a caller waits for a busy session before paying for a fresh process.
+    wait_s: float = 2.0
+
+
+@dataclass
+class _Served:
+    session: CallSession
+    opened: float
+    requests: int = 0
+
+
+class WarmSessions:
+    """Up to `size` warm sessions of one spec in one sandbox, each used by one thread at a time."""
+
+    def __init__(self, sandbox: Sandbox, spec: SessionSpec, size: int) -> None:
+        self.sandbox = sandbox
+        self.spec = spec
+        self._size = size
+        self._idle: queue.LifoQueue[_Served] = queue.LifoQueue()
+        self._open = 0
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def request(self, payload: Any, timeout_s: float | None = None) -> Any | None:
+        """The session's answer, or None when no session could answer (use a fresh
+        process instead). CallEnded (RequestTimeout included) means this payload killed
+        the session or ran out of time: the session is dropped and the error re-raised."""
+        served = self._take()
+        if served is None:
+            return None
+        try:
+            value = served.session.request(payload, timeout_s=timeout_s)
+        except CallEnded:
+            self._drop(served)
+            raise
+        except SandboxError:
+            self._drop(served)
+            return None
+        served.requests += 1
+        self._give_back(served)
+        return value
+
+    def _worn(self, served: _Served, now: float) -> bool:
+        return now - served.opened > self.spec.max_age_s or served.requests >= self.spec.max_requests
+
+    def _take(self) -> _Served | None:
+        while True:
+            try:
+                served = self._idle.get_nowait()
+            except queue.Empty:
+                served = self._open_one()
+                if served is None:
+                    try:
+                        served = self._idle.get(timeout=self.spec.wait_s)
+                    except queue.Empty:
+                        return None
+            if not self._worn(served, time.monotonic()):
+                return served
+            self._retire(served)
+
+    def _open_one(self) -> _Served | None:
+        with self._lock:
+            if self._closed or self._open >= self._size:
+                return None
+            self._open += 1
+        spec = self.spec
+        try:
+            session = self.sandbox.open(spec.target, {}, spec.limits, pool=spec.pool, preload=spec.preload)
+        except SandboxError:
+            with self._lock:
+                self._open -= 1
+            return None
+        return _Served(session, time.monotonic())
+
+    def _give_back(self, served: _Served) -> None:
+        if self._closed or self._worn(served, time.monotonic()):
+            self._retire(served)
+        else:
+            self._idle.put(served)
+
+    def _retire(self, served: _Served) -> None:
+        with contextlib.suppress(SandboxError):
+            served.session.finish()
+        with self._lock:
+            self._open -= 1
+
+    def _drop(self, served: _Served) -> None:
+        with contextlib.suppress(SandboxError):
+            served.session.abort()
+        with self._lock:
+            self._open -= 1
+
+    def close(self) -> None:
+        """Finish every idle session (busy ones are finished when given back)."""
+        with self._lock:
+            self._closed = True
+        while True:
+            try:
+                self._retire(self._idle.get_nowait())
+            except queue.Empty:
+                return
+
+
+_registry: weakref.WeakKeyDictionary[Sandbox, dict[str, WarmSessions]] = weakref.WeakKeyDictionary()
+_registry_lock = threading.Lock()
+
+
+def warm_sessions(sandbox: Sandbox, spec: SessionSpec) -> WarmSessions:
+    """The sandbox's warm sessions for `spec` (one set per sandbox and pool name)."""
+    with _registry_lock:
+        per_sandbox = _registry.setdefault(sandbox, {})
+        found = per_sandbox.get(spec.pool)
+        if found is None:
+            found = per_sandbox[spec.pool] = WarmSessions(sandbox, spec, int(getattr(sandbox, "workers", 2)))
+        return found
+
+
+def close_warm_sessions(sandbox: Sandbox, pool: str) -> None:
+    with _registry_lock:
+        found = _registry.get(sandbox, {}).pop(pool, None)
+    if found is not None:
+        found.close()
