@@ -14,20 +14,17 @@ import argparse
 import json
 import os
 import random
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sandboxes.process import ProcessSandbox  # noqa: E402
+from tests.conftest import LiveServer  # noqa: E402
 from verifiers import registry  # noqa: E402
 from verifiers.base import VerifyContext  # noqa: E402
 from verifiers.tool_state.examples import GOLD_TRANSFER, transfer_task  # noqa: E402
@@ -92,41 +89,17 @@ def verifier_only(task: dict[str, Any], traces: list[str], group_size: int, repe
             best = min(best, time.perf_counter() - started)
         return best, verdicts
     finally:
-        verifier.close(sandbox)  # type: ignore[attr-defined]
+        verifier.close(ctx)
         sandbox.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def through_api(task: dict[str, Any], traces: list[str], group_size: int, per_request: int,
                 repeats: int) -> tuple[float, list[str]]:
-    workdir = Path(tempfile.mkdtemp(prefix="assay-bench-"))
-    env = {**os.environ, "ASSAY_DATABASE_URL": f"sqlite:///{workdir / 'audit.db'}", "ASSAY_SANDBOX_WORKERS": "2"}
-    key = subprocess.run([sys.executable, "-m", "service.cli", "keys", "create", "--scopes", "reward"], env=env,
-                         cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-    port = free_port()
-    log = open(workdir / "server.log", "wb")  # noqa: SIM115
-    server = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--log-level",
-                               "warning"], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    server = LiveServer(Path(tempfile.mkdtemp(prefix="assay-bench-")))
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError((workdir / "server.log").read_text()[-2000:])
-            time.sleep(0.2)
         groups = [traces[i : i + group_size] for i in range(0, len(traces), group_size)]
         verdicts: list[str] = []
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300) as client:
+        with server.client(timeout=300) as client:
             warm = {"verifier": "tool_state", "task": task, "responses": traces[:2]}
             client.post("/v1/groups", json={"groups": [warm]}).raise_for_status()
             best = float("inf")
@@ -142,9 +115,7 @@ def through_api(task: dict[str, Any], traces: list[str], group_size: int, per_re
                 best = min(best, time.perf_counter() - started)
         return best, verdicts
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
+        server.stop()
 
 
 def main() -> None:
