@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.base import (
-    Limits,
-    MessageHandler,
     SandboxError,
     SandboxUnavailable,
 )
@@ -413,19 +411,8 @@ class DockerSandbox(ProcessSandbox):
                 raise ValueError(f"pool {name!r} already exists with preload {pool.preload}")
             return pool
 
-    def _start(self, spec: dict[str, Any], limits: Limits, pool: str, preload: tuple[str, ...],
-               on_message: MessageHandler | None) -> _DockerCallSession:
-        the_pool = self._pool(pool, preload)
-        worker = the_pool.acquire(self.acquire_timeout_s)
-        session = _DockerCallSession(the_pool, worker, limits, on_message)  # type: ignore[arg-type]
-        try:
-            worker.send({"t": "job", "spec": {**spec, "limits": limits.to_dict()}})
-        except SandboxError:
-            session._close(healthy=False)
-            raise
-        return session
-
-    # run(), call() and open() are the process backend's: they differ only in _start().
+    # run(), call(), open() and _start() are the process backend's, with this session class.
+    session_class = _DockerCallSession
 
     def close(self) -> None:
         super().close()

@@ -439,11 +439,13 @@ class ProcessSandbox(Sandbox):
     def warm(self, pool: str, preload: tuple[str, ...] = ()) -> None:
         self._pool(pool, preload).warm()
 
+    session_class: type[_ProcessCallSession] = _ProcessCallSession
+
     def _start(self, spec: dict[str, Any], limits: Limits, pool: str, preload: tuple[str, ...],
                on_message: MessageHandler | None) -> _ProcessCallSession:
         the_pool = self._pool(pool, preload)
         worker = the_pool.acquire(self.acquire_timeout_s)
-        session = _ProcessCallSession(the_pool, worker, limits, on_message)
+        session = self.session_class(the_pool, worker, limits, on_message)
         try:
             worker.send({"t": "job", "spec": {**spec, "limits": limits.to_dict()}})
         except SandboxError:
