@@ -101,7 +101,9 @@ wheelhouse "$CONTEXT/requirements.txt"
 mkdir -p "$CONTEXT/wheelhouse" "$CONTEXT/dist"
 cp -al "$CACHE_DIR/wheelhouse/." "$CONTEXT/wheelhouse/" 2>/dev/null || cp -a "$CACHE_DIR/wheelhouse/." "$CONTEXT/wheelhouse/"
 rm -f "$CONTEXT"/wheelhouse/assay-*.whl
-"$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$CONTEXT/dist" "$ROOT" 2> >(grep -v ' is ignored: ' >&2)
+# Build isolation: the host interpreter's setuptools may be older than pyproject asks for,
+# and it may have no `wheel`; pip fetches the build backend pyproject names.
+"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$CONTEXT/dist" "$ROOT" 2> >(grep -v ' is ignored: ' >&2)
 tar -C "$ROOT" --exclude=__pycache__ --exclude='*.pyc' -cf - sandboxes verifiers | tar -C "$CONTEXT" -xf -
 cp -r "$ROOT/sandboxes/images" "$CONTEXT/images"
 SOURCE_HASH="$(cd "$ROOT" && "$PYTHON" -c 'from sandboxes.docker_backend import source_hash; print(source_hash())')"

@@ -67,6 +67,10 @@ start() {
     as_owner "$bin/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >&2
   fi
   as_owner mkdir -p "$RUN"
+  # The log must belong to the server's user: pg_ctl -l writes it as that user, and a
+  # file a root shell's redirect created (or an earlier run left) would refuse it.
+  [[ -e "$LOG" ]] || as_owner touch "$LOG"
+  [[ "$(id -u)" == 0 ]] && chown postgres:postgres "$LOG"
   if ! is_ready; then
     # A stale pid file from a killed server blocks a start; pg_ctl status tells.
     if ! as_owner "$bin/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
@@ -75,7 +79,7 @@ start() {
     # The server must not inherit the lock (fd 9) or the caller's pipes: it outlives us.
     as_owner "$bin/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start \
       -o "-p $PORT -c listen_addresses=127.0.0.1 -k $RUN -c max_connections=200 -c fsync=off" \
-      9>&- </dev/null >>"$LOG" 2>&1
+      9>&- </dev/null >/dev/null 2>&1
   fi
   exec 9>&-
   for _ in $(seq 1 60); do
