@@ -36,6 +36,7 @@ class Parsed:
     decimals: int | None = None  # decimal places when written as a decimal
     percent: bool = False
     unit: str = ""
+    label: str = ""  # the name a value was given ("x" in "x = 3")
 
     def describe(self) -> str:
         if self.kind in ("expr", "region", "matrix"):
@@ -165,6 +166,9 @@ def _list(parts: list[str], named_values: bool) -> Parsed:
         items.append(_structure(part, named_values))
     if len(items) == 1:
         return items[0]
+    if all(item.kind == "region" for item in items):
+        # "x < 0 or x > 1": one solution set.
+        return Parsed("region", value=sp.Union(*[item.value for item in items]))
     return Parsed("multi", items=items)
 
 
@@ -228,6 +232,7 @@ def _relation(s: str, named_values: bool) -> Parsed | None:
     if named_values and constant and (not _additive(left) or len(sides) > 2):
         # "x = 3", "f(x) = 1", "|AB| = 1", "(p, q) = (3, 2)", "x = 5+5+1 = 11": the value is named.
         assert value is not None
+        value.label = re.sub(r"[\s{}]", "", left)
         return value
     if len(sides) > 2:
         left = sides[-2]

@@ -57,15 +57,15 @@ def judge_one(item: dict[str, Any]) -> dict[str, Any]:
         return {"status": "too_large", "message": str(exc)[:300]}
     except (ParseFailure, RecursionError, MemoryError, OverflowError) as exc:
         return {"status": "unparsable", "message": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    if gold.kind != "text" and any(v.kind == "text" for v in values):
+        return {"status": "no_answer", "message": "the final answer is words, not a mathematical value",
+                "answer_normalised": "; ".join(v.describe() for v in values)[:300]}
     several = item.get("several_answers")
     several = _several(gold) if several is None else bool(several)
     if len(values) > 1 and not several:
         return {"status": "multiple_answers", "candidates": [v.describe() for v in values][:10],
                 "message": f"{len(values)} different final answers where one is asked"}
     answer = values[0] if len(values) == 1 else Parsed("multi", items=values)
-    if answer.kind == "text" and gold.kind != "text":
-        return {"status": "no_answer", "message": "the final answer is words, not a mathematical value",
-                "answer_normalised": answer.describe()}
     try:
         equal, how = equivalent(answer, gold, policy)
     except _CRASHES as exc:

@@ -120,6 +120,7 @@ def normalise(text: str) -> Normalised:
     for _ in range(3):  # nested \text{\textbf{...}}
         s = _TEXT_CMDS.sub(lambda m: " " + m.group(1) + " ", s)
     s = re.sub(r"\\[dtc]frac", r"\\frac", s)
+    s = re.sub(r"\\[dt]binom", r"\\binom", s)
     s = re.sub(r"\\begin\{array\}\{[^{}]*\}", r"\\begin{array}", s)
     s = re.sub(r"\\begin\{[pbBvV]?matrix\}|\\begin\{array\}|\\begin\{smallmatrix\}", r"\\matrix{", s)
     s = re.sub(r"\\end\{[pbBvV]?matrix\}|\\end\{array\}|\\end\{smallmatrix\}", "}", s)

@@ -63,7 +63,11 @@ def tokenize(s: str) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------- parsing
 
 
-def _guarded_pow(base: sp.Expr, exp: sp.Expr) -> sp.Expr:
+def _guarded_pow(base: sp.Basic, exp: sp.Expr) -> sp.Basic:
+    if isinstance(base, sp.MatrixBase):
+        if not (exp.is_Integer and 0 <= int(exp) <= 64 and base.is_square):
+            raise ParseFailure("a matrix power needs a small whole exponent")
+        return base ** int(exp)
     if base.is_number and exp.is_number and exp.is_real:
         try:
             magnitude = abs(sp.N(base, 15))
