@@ -32,8 +32,8 @@ _REMOVE = [
 ]
 _REMOVE_RE = re.compile("|".join(r"(?<!\\)" + p + r"(?![a-zA-Z])" for p in _REMOVE))
 # Doubled backslashes before a command (a raw string escaped twice): "\\\\frac" -> "\\frac".
-_DOUBLED = re.compile(r"(?<!\\)\\\\(?=(?:boxed|fbox|frac|dfrac|tfrac|left|right|text|mathrm|sqrt|le|ge|leq|geq|neq|lt|gt|"
-                      r"in|infty|pi|cdot|times|pm|cup|begin|end|quad|qquad)(?![a-zA-Z]))")
+_DOUBLED = re.compile(r"(?<!\\)\\\\(?=(?:boxed|fbox|frac|dfrac|tfrac|left|right|text|mathrm|sqrt|le|ge|leq|geq|"
+                      r"neq|lt|gt|in|infty|pi|cdot|times|pm|cup|begin|end|quad|qquad)(?![a-zA-Z]))")
 
 
 def unescape(text: str) -> str:
@@ -54,7 +54,7 @@ _UNIT_WORDS = {
     "joules", "n", "newton", "newtons", "w", "watt", "watts", "v", "volt", "volts", "hz", "k", "kelvin", "pa",
     "ways", "times", "people", "persons", "students", "points", "items", "steps", "pieces", "numbers",
     "integers", "values", "solutions", "terms", "digits", "cookies", "apples", "books", "pages", "marbles",
-    "coins", "boxes", "cars", "trees", "hours", "handshakes", "games", "matches", "tiles", "cubes",
+    "coins", "boxes", "cars", "trees", "handshakes", "games", "matches", "tiles", "cubes",
 }
 _PERCENT = re.compile(r"\\%|%|\s*\b(?:percent|percentage|pct)\b\.?", re.IGNORECASE)
 _CURRENCY = re.compile(r"\\\$|\$|€|£|¥|\\euro|\\pounds|\b(?:USD|EUR|Rs)\b")

@@ -24,6 +24,10 @@ SESSIONS = SessionSpec(TARGET, "math_serve", PRELOAD,
                        max_age_s=60, max_requests=2000, wait_s=0.5)
 
 
+# (response index, request to the judge, evidence so far)
+Pending = tuple[int, dict[str, Any], dict[str, Any]]
+
+
 class MathTask(TaskBase):
     answer: str = Field(min_length=1, max_length=2000, description="The gold answer (LaTeX or plain text).")
     last_number_fallback: bool = Field(
@@ -77,7 +81,7 @@ class MathVerifier(Verifier):
     def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
         assert isinstance(task, MathTask)
         outcomes: dict[int, Outcome] = {}
-        pending: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+        pending: list[Pending] = []
         gold = extract_gold(task.answer)
         for index, response in enumerate(responses):
             extraction = extract_answer(response, task.last_number_fallback)
@@ -95,8 +99,8 @@ class MathVerifier(Verifier):
             pending = self._judge_in(session, task, pending, outcomes)
         return [outcomes[i] for i in range(len(responses))]
 
-    def _judge_warm(self, task: MathTask, pending: list[tuple[int, dict[str, Any], dict[str, Any]]],
-                    outcomes: dict[int, Outcome], ctx: VerifyContext) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+    def _judge_warm(self, task: MathTask, pending: list[Pending],
+                    outcomes: dict[int, Outcome], ctx: VerifyContext) -> list[Pending]:
         sessions = warm_sessions(ctx.sandbox, SESSIONS)
         rest = []
         for item in pending:
@@ -114,8 +118,8 @@ class MathVerifier(Verifier):
                 outcomes[index] = self._outcome(result, evidence)
         return rest
 
-    def _judge_in(self, session: CallSession, task: MathTask, pending: list[tuple[int, dict[str, Any], dict[str, Any]]],
-                  outcomes: dict[int, Outcome]) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+    def _judge_in(self, session: CallSession, task: MathTask, pending: list[Pending],
+                  outcomes: dict[int, Outcome]) -> list[Pending]:
         """Judge answers in one sandboxed process until done or it dies; return the rest."""
         for position, (index, answer, evidence) in enumerate(pending):
             try:
