@@ -40,9 +40,9 @@ class Parsed:
 
     def describe(self) -> str:
         if self.kind in ("expr", "region", "matrix"):
-            return sp.sstr(self.value)[:300]
+            return sp.sstr(self.value, order="none")[:300]
         if self.kind == "equation":
-            return f"{sp.sstr(self.value)[:300]} = 0"
+            return f"{sp.sstr(self.value, order='none')[:300]} = 0"
         if self.kind == "text":
             return str(self.value)
         if self.kind == "interval":

@@ -20,10 +20,11 @@ _CRASHES = (RecursionError, MemoryError, OverflowError, TypeError, ValueError, Z
 
 
 @functools.lru_cache(maxsize=256)
-def _parse_gold(candidates: tuple[str, ...], named_values: bool) -> Parsed:
+def _parse_gold(candidates: tuple[str, ...], named_values: bool) -> tuple[Parsed, str]:
     # A group's answers share one gold; comparisons only read the parsed value.
     items = distinct([leaf for text in candidates for leaf in parse_answer(text, named_values).flat()])
-    return items[0] if len(items) == 1 else Parsed("multi", items=items)
+    gold = items[0] if len(items) == 1 else Parsed("multi", items=items)
+    return gold, gold.describe()
 
 
 def _same_text(answer: str, gold: str) -> bool:
@@ -47,7 +48,7 @@ def judge_one(item: dict[str, Any]) -> dict[str, Any]:
         return {"status": "compared", "equal": True, "how": "identical", "answer_normalised": candidates[0][:300],
                 "gold_normalised": gold_texts[0][:300]}
     try:
-        gold = _parse_gold(gold_texts, named_values)
+        gold, gold_described = _parse_gold(gold_texts, named_values)
     except (ParseFailure, *_CRASHES) as exc:
         return {"status": "gold_unparsable", "message": str(exc)[:300]}
     try:
@@ -70,13 +71,13 @@ def judge_one(item: dict[str, Any]) -> dict[str, Any]:
         equal, how = equivalent(answer, gold, policy)
     except _CRASHES as exc:
         return {"status": "compare_failed", "message": f"{type(exc).__name__}: {str(exc)[:200]}",
-                "answer_normalised": answer.describe(), "gold_normalised": gold.describe()}
+                "answer_normalised": answer.describe(), "gold_normalised": gold_described}
     return {
         "status": "compared",
         "equal": bool(equal),
         "how": how,
         "answer_normalised": answer.describe(),
-        "gold_normalised": gold.describe(),
+        "gold_normalised": gold_described,
     }
 
 

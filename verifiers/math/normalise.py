@@ -4,6 +4,7 @@ Pure string work (linear regular expressions, bounded input)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -106,7 +107,13 @@ def _thousands(s: str) -> str:
     return s
 
 
+@functools.lru_cache(maxsize=1024)
 def normalise(text: str) -> Normalised:
+    """Cached: a group's gold and repeated answers are normalised once (the result is immutable)."""
+    return _normalise(text)
+
+
+def _normalise(text: str) -> Normalised:
     if len(text) > MAX_INPUT_CHARS:
         raise ParseFailure(f"answer longer than {MAX_INPUT_CHARS} characters")
     s = unescape(text.strip())
