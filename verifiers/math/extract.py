@@ -25,12 +25,10 @@ from dataclasses import dataclass, field
 from verifiers.math.normalise import unescape
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
-_MINERVA = re.compile(r"final answer is\s*(.+?)\s*\.?\s*I hope it is correct", re.IGNORECASE | re.DOTALL)
+_MINERVA_START = "final answer is"
+_MINERVA_END = "i hope it is correct"
 _ANSWER_PHRASE = re.compile(r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)?\s*[:=]?\s*(.+)", re.IGNORECASE)
 _GSM8K = re.compile(r"####\s*([^\n]+)")
-_DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]", re.DOTALL)
-# Inline math does not span lines (a lone `$` is as often a currency sign).
-_INLINE_MATH = re.compile(r"(?<![\\$])\$((?:[^$\n\\]|\\[^\n])+?)(?<!\\)\$(?!\$)|\\\(([^\n]+?)\\\)")
 _CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or)[\s,;.]*)?", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:[,.]\d+)*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
 _PROSE = re.compile(r"[A-Za-z]{3,}")
@@ -49,28 +47,27 @@ class Extraction:
         return "; ".join(self.candidates) if self.candidates else None
 
 
-def _braced(text: str, start: int) -> tuple[str, int] | None:
-    """The balanced {...} group starting at text[start] == '{'."""
-    depth = 0
-    for i in range(start, len(text)):
-        ch = text[i]
+def _closing_braces(text: str) -> dict[int, int]:
+    """Each balanced `{` position -> its `}` position, in one pass (no rescans on hostile text)."""
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for i, ch in enumerate(text):
         if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1: i], i + 1
-    return None
+            stack.append(i)
+        elif ch == "}" and stack:
+            closing[stack.pop()] = i
+    return closing
 
 
 def boxes(text: str) -> list[str]:
     found = []
+    closing: dict[int, int] | None = None
     for match in _BOX.finditer(text):
         end = match.end()
         if end < len(text) and text[end] == "{":
-            group = _braced(text, end)
-            if group is not None:
-                found.append(group[0].strip())
+            closing = _closing_braces(text) if closing is None else closing
+            if end in closing:
+                found.append(text[end + 1:closing[end]].strip())
         else:
             bare = re.match(r"[^\s$]+", text[end:])
             if bare:
@@ -78,9 +75,73 @@ def boxes(text: str) -> list[str]:
     return [b for b in found if b]
 
 
+@dataclass(frozen=True)
+class MathSpan:
+    start: int
+    end: int
+    content: str
+    display: bool
+
+
+class _NextFinder:
+    """Next occurrence of a needle at or after a position, remembered: scanning stays linear."""
+
+    def __init__(self, text: str, needle: str) -> None:
+        self.text, self.needle, self.found = text, needle, -2
+
+    def at_or_after(self, pos: int) -> int:
+        if self.found == -1 or self.found >= pos:
+            return self.found
+        self.found = self.text.find(self.needle, pos)
+        return self.found
+
+
+def math_spans(text: str) -> list[MathSpan]:
+    """`$$...$$`, `\\[...\\]` (display) and `$...$`, `\\(...\\)` (inline, on one line), in one pass.
+    A `\\$` is a dollar sign, not a delimiter."""
+    finders = {n: _NextFinder(text, n) for n in ("$$", "\\]", "\\)", "\n", "$", "\\")}
+    spans: list[MathSpan] = []
+    i, n = 0, len(text)
+    while i < n:
+        i = min((p for p in (finders["$"].at_or_after(i), finders["\\"].at_or_after(i)) if p >= 0), default=n)
+        if i >= n:
+            break
+        if text.startswith("\\$", i) or text.startswith("\\\\", i):
+            i += 2
+            continue
+        if text.startswith("$$", i) or text.startswith("\\[", i):
+            closer = "$$" if text[i] == "$" else "\\]"
+            end = finders[closer].at_or_after(i + 2)
+            if end < 0:
+                i += 2
+                continue
+            spans.append(MathSpan(i, end + 2, text[i + 2:end], True))
+            i = end + 2
+            continue
+        if text.startswith("$", i) or text.startswith("\\(", i):
+            width = 1 if text[i] == "$" else 2
+            end = _inline_close(text, finders, i + width, "$" if width == 1 else "\\)")
+            line_end = finders["\n"].at_or_after(i)
+            if end < 0 or 0 <= line_end < end:
+                i += width
+                continue
+            spans.append(MathSpan(i, end + width, text[i + width:end], False))
+            i = end + width
+            continue
+        i += 1
+    return spans
+
+
+def _inline_close(text: str, finders: dict[str, _NextFinder], pos: int, closer: str) -> int:
+    end = finders[closer].at_or_after(pos)
+    while closer == "$" and end > 0 and text[end - 1] == "\\":  # an escaped \\$ inside
+        end = text.find("$", end + 1)
+    return end
+
+
 def _last_math_group(text: str) -> list[str]:
     """The last inline math, with the inline maths just before it that only connectors separate."""
-    spans = [(m.start(), m.end(), next(g for g in m.groups() if g is not None)) for m in _INLINE_MATH.finditer(text)]
+    spans = [(m.start, m.end, m.content) for m in math_spans(text) if not m.display]
     if not spans:
         return []
     group = [spans[-1]]
@@ -95,9 +156,10 @@ def _last_math_group(text: str) -> list[str]:
 def _phrase_answer(tail: str) -> list[str]:
     """What an answer phrase names: its math, else its last number, else its short text."""
     tail = tail.strip()
-    display = re.match(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]", tail, re.DOTALL)
-    if display:
-        return [next(g for g in display.groups() if g is not None).strip()]
+    if tail.startswith(("$$", "\\[")):
+        spans = math_spans(tail)
+        if spans and spans[0].start == 0 and spans[0].display:
+            return [spans[0].content.strip()]
     sentence = re.split(r"(?<=[^\d\s])\.(?:\s|$)|\n", tail, maxsplit=1)[0].strip().rstrip(" .;!")
     boxed = boxes(sentence)
     if boxed:
@@ -114,15 +176,24 @@ def _phrase_answer(tail: str) -> list[str]:
     return maths
 
 
+def _minerva_sentence(text: str) -> tuple[int, str] | None:
+    """Where Minerva's "final answer is X. I hope it is correct." starts, and X (linear: two rfinds)."""
+    lower = text.lower()
+    end = lower.rfind(_MINERVA_END)
+    start = lower.rfind(_MINERVA_START, 0, end) if end >= 0 else -1
+    if start < 0:
+        return None
+    return start, text[start + len(_MINERVA_START):end].strip().rstrip(".").strip()
+
+
 def extract_answer(response: str, last_number_fallback: bool = True) -> Extraction:
     text = unescape(response)
     boxed = boxes(text)
-    minerva = list(_MINERVA.finditer(text))
-    last_box = text.rfind("\\boxed")
-    if boxed and not (minerva and minerva[-1].start() > last_box):
+    minerva = _minerva_sentence(text)
+    if boxed and not (minerva and minerva[0] > text.rfind("\\boxed")):
         return Extraction(boxed, "boxed")
     if minerva:
-        found = _phrase_answer(minerva[-1].group(1))
+        found = _phrase_answer(minerva[1])
         if found:
             return Extraction(found, "final_answer_sentence")
     phrases = list(_ANSWER_PHRASE.finditer(text))
@@ -134,9 +205,9 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
     if gsm8k:
         return Extraction([gsm8k[-1].group(1).strip()], "gsm8k")
     stripped = text.strip()
-    display = list(_DISPLAY_MATH.finditer(text))
+    display = [span for span in math_spans(text) if span.display]
     if display:
-        last = next(g for g in display[-1].groups() if g is not None).strip()
+        last = display[-1].content.strip()
         # A display equation that ends in a value: take what follows the last "=".
         if last:
             return Extraction([last], "display_math")

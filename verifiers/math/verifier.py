@@ -16,6 +16,8 @@ POOL = "math"
 PRELOAD = ("verifiers.math.judge",)
 TARGET = "verifiers.math.judge:serve"
 DEFAULT_MEMORY_MB = 1024
+# More final answers than any task asks for: a hedge, refused before parsing.
+MAX_CANDIDATES = 64
 # Parsing answers runs only our own parser (no eval) on data, so warm sessions may judge
 # answer after answer; each answer still gets its own time budget.
 SESSIONS = SessionSpec(TARGET, "math_serve", PRELOAD,
@@ -86,7 +88,11 @@ class MathVerifier(Verifier):
         for index, response in enumerate(responses):
             extraction = extract_answer(response, task.last_number_fallback)
             evidence = _extraction_evidence(extraction, gold)
-            if extraction.text is None:
+            if len(extraction.candidates) > MAX_CANDIDATES:
+                outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
+                                          {**evidence, "reason": f"more than {MAX_CANDIDATES} final answers"},
+                                          flags=["multiple_answers"])
+            elif extraction.text is None:
                 outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
                                           {**evidence, "reason": "no final answer found"})
             else:
