@@ -235,6 +235,7 @@ class _Pool:
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
         self._free_uids: list[int] = []
+        self._taken = 0  # slots held by callers now (for metrics)
 
     def _new_uid(self) -> int | None:
         if self._uids is None:
@@ -245,6 +246,7 @@ class _Pool:
     def acquire(self, timeout_s: float) -> _Worker:
         if not self._slots.acquire(timeout=timeout_s):
             raise SandboxBusy(f"no sandbox worker free within {timeout_s:.0f}s")
+        self._count_taken(1)
         try:
             while True:
                 try:
@@ -255,6 +257,7 @@ class _Pool:
                     return worker
                 self._retire(worker)
         except BaseException:
+            self._count_taken(-1)
             self._slots.release()
             raise
 
@@ -276,7 +279,16 @@ class _Pool:
             self._idle.put(worker)
         else:
             self._retire(worker)
+        self._count_taken(-1)
         self._slots.release()
+
+    def _count_taken(self, delta: int) -> None:
+        with self._lock:
+            self._taken += delta
+
+    def stats(self) -> dict[str, int]:
+        """Worker slots, warm idle workers, and slots in use now."""
+        return {"size": self.size, "idle": self._idle.qsize(), "in_use": self._taken}
 
     def warm(self) -> None:
         workers = [self.acquire(WORKER_START_TIMEOUT_S) for _ in range(self.size)]
@@ -477,6 +489,11 @@ class ProcessSandbox(Sandbox):
             for pool in self._pools.values():
                 pool.close()
             self._pools.clear()
+
+    def pool_stats(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            pools = dict(self._pools)
+        return {name: pool.stats() for name, pool in pools.items()}
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "workers_per_pool": self.workers, "pools": sorted(self._pools),

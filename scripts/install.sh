@@ -15,6 +15,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v setpriv >/dev/null || missing+=(util-linux)
+# Debian splits venv/ensurepip out of python3.
+python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install.sh: installing ${missing[*]}" >&2
   as_root apt-get update -qq

@@ -18,6 +18,7 @@ from sandboxes.base import Sandbox, SandboxBusy, SandboxError
 from service.advantages import group_advantages
 from service.auth import Caller
 from service.config import Settings
+from service.logs import log_verification
 from service.metrics import Metrics
 from service.schemas import (
     ComponentOut,
@@ -173,7 +174,6 @@ class Engine:
         if isinstance(exc, SandboxBusy):
             kind = "sandbox_busy"
         log.exception("verification failed in %s", verifier.name, exc_info=exc)
-        self.metrics.inc("assay_errors_total", verifier=verifier.name, kind=kind)
         return Outcome(Verdict.error, [hard("correctness", False)],
                        {"error": kind, "message": f"{type(exc).__name__}: {str(exc)[:500]}"}, flags=[kind])
 
@@ -195,9 +195,9 @@ class Engine:
              group_id: str | None, group_index: int | None) -> RecordRow:
         outcome = judged.outcome
         reward = outcome.reward(resolved.task)
-        self.metrics.inc("assay_verifications_total", verifier=resolved.verifier.name, verdict=outcome.verdict.value)
-        self.metrics.observe("assay_verification_seconds", judged.duration_ms / 1000, verifier=resolved.verifier.name)
-        return RecordRow(
+        self.metrics.verification(resolved.verifier.name, outcome.verdict.value, judged.duration_ms / 1000,
+                                  outcome.flags, outcome.evidence)
+        row = RecordRow(
             id=new_record_id(),
             request_id=request_id,
             caller_key_id=caller.key_id,
@@ -219,6 +219,8 @@ class Engine:
             group_id=group_id,
             group_index=group_index,
         )
+        log_verification(row)
+        return row
 
     @staticmethod
     def result_of(row: RecordRow) -> VerifyResult:

@@ -101,7 +101,7 @@ def log_verification(row: Any) -> None:
 class RequestLog:
     """ASGI middleware: a request id per request (X-Request-ID in and out) and one access line.
 
-    `on_response(route, status)` is called for every answered request (metrics use it).
+    `on_response(scope, route, status)` is called for every answered request (metrics use it).
     """
 
     def __init__(self, app: ASGIApp, on_response: Any = None) -> None:
@@ -135,5 +135,5 @@ class RequestLog:
                 "client": (scope.get("client") or ("", 0))[0],
             })
             if self.on_response is not None:
-                self.on_response(route, status)
+                self.on_response(scope, route, status)
             request_id_var.reset(token)
