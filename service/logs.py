@@ -59,6 +59,7 @@ class RequestContext(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "request_id", None) is None:
             record.request_id = request_id_var.get()
+        record.__dict__.pop("color_message", None)  # uvicorn's ANSI-coloured copy of the message
         return True
 
 
