@@ -37,9 +37,11 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 BASE_IMAGE = os.environ.get("ASSAY_FRESH_BASE_IMAGE", "assay-base:bookworm")
 REQUIRED = "docker" in os.environ.get("ASSAY_TEST_BACKENDS", "")
-# Proves the install, Postgres and the bubblewrap sandbox: a live server on Postgres, the
-# migrations on both databases, and the sandbox's limits. Documented in the README.
-FRESH_MACHINE_SUBSET = ["tests/test_audit_postgres.py", "tests/test_migrations.py", "tests/test_process_sandbox.py"]
+# Proves the install, Postgres and the bubblewrap sandbox: a live server on Postgres that
+# verifies in the sandbox, and the sandbox's limits. Documented in the README.
+FRESH_MACHINE_SUBSET = ["tests/test_audit_postgres.py", "tests/test_process_sandbox.py"]
+# Minutes: most of it is pip installing the test extras (torch, transformers, trl) from PyPI.
+SERVE_TIMEOUT_S, TESTS_TIMEOUT_S = 1500, 2700
 README_REWARDS = [1.0, 0.0, 1.0, 0.0]
 # --privileged fails where the engine itself runs without every capability (as in a
 # container without CAP_SYS_RESOURCE): then all capabilities but that one, unconfined.
@@ -118,7 +120,7 @@ def machine() -> Iterator[Machine]:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=120)
 
 
-@pytest.mark.timeout(2400)
+@pytest.mark.timeout(SERVE_TIMEOUT_S + TESTS_TIMEOUT_S + 300)
 def test_readme_quick_start_and_tests_pass_on_a_fresh_machine(machine: Machine):
     timings: dict[str, float] = {}
     assert machine.sh("ls -A /root/assay", 30).stdout.split().count(".venv") == 0
@@ -127,7 +129,7 @@ def test_readme_quick_start_and_tests_pass_on_a_fresh_machine(machine: Machine):
     machine.sh(f"cd /root/assay && (ASSAY_PORT={port} setsid ./scripts/serve.sh >/root/serve.log 2>&1 &"
                " echo $! >/root/serve.pid)", 30)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 1500
+    deadline = time.monotonic() + SERVE_TIMEOUT_S
     while True:
         try:
             if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
@@ -154,7 +156,7 @@ def test_readme_quick_start_and_tests_pass_on_a_fresh_machine(machine: Machine):
 
     started = time.monotonic()
     tests = machine.sh(f"cd /root/assay && ASSAY_SKIP_DOCKER=1 ASSAY_PG_PORT={pg_port} ./scripts/test.sh -q "
-                       + " ".join(FRESH_MACHINE_SUBSET) + " 2>&1", 1500, check=False)
+                       + " ".join(FRESH_MACHINE_SUBSET) + " 2>&1", TESTS_TIMEOUT_S, check=False)
     timings["test.sh subset"] = time.monotonic() - started
     assert tests.returncode == 0, tests.stdout[-8000:]
     assert re.search(r"\d+ passed", tests.stdout), tests.stdout[-3000:]
