@@ -18,11 +18,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# Starting the stack includes the one-shot `migrate` container before the API.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parent.parent
 REQUIRED = "docker" in os.environ.get("ASSAY_TEST_BACKENDS", "")
-IMAGES = ("assay-service:latest", "assay-runtime:latest", "assay-postgres:latest")
+# The tags compose will use (docker-compose.yml reads the same variables).
+IMAGES = tuple(os.environ.get(var, default) for var, default in (
+    ("ASSAY_SERVICE_IMAGE", "assay-service:latest"), ("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest"),
+    ("ASSAY_POSTGRES_IMAGE", "assay-postgres:latest")))
 
 MATH_GROUP = {"verifier": "math", "task": {"answer": "\\frac{1}{2}"},
               "responses": ["The answer is \\boxed{\\frac{1}{2}}", "\\boxed{0.5}", "\\boxed{2}", "no idea"]}
