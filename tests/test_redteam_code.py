@@ -104,7 +104,8 @@ def _assert_attacks() -> dict[str, tuple[str, set[Verdict] | None]]:
         "unencodable_lone_surrogate_return": ("def add(a, b):\n    return '\\ud800'\n", None),
         "exception_with_hostile_str": ("class E(Exception):\n    def __str__(self):\n        raise E()\n"
                                        "def add(a, b):\n    raise E()\n", None),
-        "patched_frame_encoder": ("import sandboxes.frames as f\nf.encode_frame = lambda obj: b'\\x00\\x00\\x00\\x02{}'\n"
+        "patched_frame_encoder": ("import sandboxes.frames as f\n"
+                                  "f.encode_frame = lambda obj: b'\\x00\\x00\\x00\\x02{}'\n"
                                   "import json\njson.dumps = lambda *a, **k: '[' * 10\n" + HONEST_ADD, None),
         "segfault_at_import": ("import ctypes\nctypes.string_at(0)\n" + HONEST_ADD, None),
         "segfault_in_call": ("import ctypes\ndef add(a, b):\n    return ctypes.string_at(0)\n", None),
