@@ -43,6 +43,19 @@ LABEL_SOURCE = "org.assay.source-hash"
 WORKER_PYTHON = "/opt/venv/bin/python"
 WORKER_SCRIPT = "/opt/assay/sandboxes/worker.py"
 CLEAN_TIMEOUT_S = 15.0
+# Docker's short container id, as its own CLI prints it (for logs).
+SHORT_ID = 12
+# 409 Conflict from the engine: a removal of this container is already under way.
+REMOVAL_IN_PROGRESS = 409
+STREAM_CHUNK = 1 << 16
+# Whole-container backstops (the worker enforces each job's own, smaller, limits).
+CONTAINER_MAX_JOBS = 200
+CONTAINER_MEMORY_MB = 2048
+CONTAINER_CPUS = 1.0
+CONTAINER_PIDS = 256
+CONTAINER_SCRATCH_MB = 256
+CONTAINER_SHM = "16m"
+NANO = 10**9
 # How long kill() waits for the stream reader to see the end before closing its pipe.
 STREAM_END_WAIT_S = 5.0
 DEMUX_HEADER = struct.Struct(">BxxxI")
@@ -51,6 +64,9 @@ DEMUX_HEADER = struct.Struct(">BxxxI")
 UID_RANGE = (200_000, 2_000_000_000)
 STREAM_STDOUT, STREAM_STDERR = 1, 2
 SOURCE_SUFFIXES = (".py", ".json", ".jsonl")
+SOURCE_HASH_CHARS = 16
+# /proc/PID/stat, after the command name: field 22 (starttime) is at index 19.
+STAT_STARTTIME = 19
 # Docker's default masked paths plus what a job has no business reading: kernel tunables,
 # IRQ and bus tables. Less in /proc also means that a candidate walking the filesystem
 # burns less of its time budget. (/proc/1 cannot be masked: runc needs it at start.)
@@ -78,7 +94,7 @@ def source_hash(root: Path = PROJECT_ROOT) -> str:
         for path in files:
             digest.update(str(path.relative_to(root)).encode() + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()[:SOURCE_HASH_CHARS]
 
 
 def _process_token(pid: int) -> str | None:
@@ -86,7 +102,7 @@ def _process_token(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return f"{pid}:{fields[19]}"
+        return f"{pid}:{fields[STAT_STARTTIME]}"
     except (OSError, IndexError):
         return None
 
@@ -157,7 +173,7 @@ class ContainerWorker(WarmWorker):
         line = b""
         try:
             while True:
-                chunk = self._sock.recv(1 << 16)
+                chunk = self._sock.recv(STREAM_CHUNK)
                 if not chunk:
                     break
                 buf += chunk
@@ -197,10 +213,10 @@ class ContainerWorker(WarmWorker):
         try:
             frame = self.read(deadline)
         except SandboxError as exc:
-            log.warning("container %s failed after a job: %s", self.container_id[:12], exc)
+            log.warning("container %s failed after a job: %s", self.container_id[:SHORT_ID], exc)
             return False
         if frame.get("t") != "clean" or not frame.get("ok"):
-            log.warning("container %s cleanup failed", self.container_id[:12])
+            log.warning("container %s cleanup failed", self.container_id[:SHORT_ID])
             return False
         return True
 
@@ -218,8 +234,8 @@ class ContainerWorker(WarmWorker):
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # removal already in progress
-                log.error("could not remove sandbox container %s: %s", self.container_id[:12], exc)
+            if exc.status_code != REMOVAL_IN_PROGRESS:
+                log.error("could not remove sandbox container %s: %s", self.container_id[:SHORT_ID], exc)
         if not hasattr(self, "out_fd"):
             return  # failed before the stream was attached
         with contextlib.suppress(OSError):
@@ -244,11 +260,11 @@ class DockerSandbox(WarmWorkerBackend):
         workers: int | None = None,
         *,
         timings: WorkerTimings | None = None,
-        max_jobs: int = 200,
-        memory_mb: int = 2048,
-        cpus: float = 1.0,
-        pids: int = 256,
-        scratch_mb: int = 256,
+        max_jobs: int = CONTAINER_MAX_JOBS,
+        memory_mb: int = CONTAINER_MEMORY_MB,
+        cpus: float = CONTAINER_CPUS,
+        pids: int = CONTAINER_PIDS,
+        scratch_mb: int = CONTAINER_SCRATCH_MB,
         base_url: str | None = None,
         host_label: str | None = None,
     ) -> None:
@@ -315,14 +331,14 @@ class DockerSandbox(WarmWorkerBackend):
             "network_mode": "none",
             "read_only": True,
             "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.scratch_mb}m,mode=1777"},
-            "shm_size": "16m",
+            "shm_size": CONTAINER_SHM,
             "cap_drop": ["ALL"],
             # No seccomp option: Docker's default profile applies (never "unconfined").
             "security_opt": ["no-new-privileges"],
             "pids_limit": self.pids,
             "mem_limit": f"{self.memory_mb}m",
             "memswap_limit": f"{self.memory_mb}m",
-            "nano_cpus": int(self.cpus * 1e9),
+            "nano_cpus": int(self.cpus * NANO),
             "ipc_mode": "private",
             "auto_remove": True,
             "init": False,  # the worker must be PID 1
@@ -348,7 +364,7 @@ class DockerSandbox(WarmWorkerBackend):
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as exc:
-                if exc.status_code != 409:
+                if exc.status_code != REMOVAL_IN_PROGRESS:
                     raise
         if removed:
             log.info("removed %d sandbox containers left behind by earlier runs", removed)

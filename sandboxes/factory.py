@@ -14,7 +14,7 @@ DEFAULT_IMAGE = "assay-runtime:latest"
 
 def create_sandbox(name: str, *, workers: int, image: str = DEFAULT_IMAGE, unsafe_no_isolation: bool = False,
                    timings: WorkerTimings | None = None, host_label: str | None = None,
-                   container_max_jobs: int = 200) -> Sandbox:
+                   container_max_jobs: int | None = None) -> Sandbox:
     if name == "process":
         from sandboxes.process import ProcessSandbox
 
@@ -22,6 +22,6 @@ def create_sandbox(name: str, *, workers: int, image: str = DEFAULT_IMAGE, unsaf
     if name == "docker":
         from sandboxes.docker_backend import DockerSandbox
 
-        return DockerSandbox(image=image, workers=workers, timings=timings, host_label=host_label,
-                             max_jobs=container_max_jobs)
+        options = {} if container_max_jobs is None else {"max_jobs": container_max_jobs}
+        return DockerSandbox(image=image, workers=workers, timings=timings, host_label=host_label, **options)
     raise ValueError(f"unknown sandbox backend {name!r}; choose process or docker")

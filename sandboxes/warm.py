@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 STDERR_TAIL_LINES = 50
 STDERR_LINE_BYTES = 500
+# How much of a worker's stderr goes to the operator's log with a failure.
+STDERR_LOG_CHARS = 1500
+NONCE_BYTES = 16
 # The channel violation the host records when a running job's worker broke protocol.
 BROKEN_CHANNEL = "the job broke its sandbox's protocol channel"
 SUPERVISOR_FAILED = "the sandbox supervisor failed while the job ran"
@@ -143,7 +146,7 @@ class WarmWorker(abc.ABC):
 
     def stderr_text(self) -> str:
         """For the operator's log only, never for evidence."""
-        return b"".join(self.stderr_tail).decode(errors="replace")[-1500:]
+        return b"".join(self.stderr_tail).decode(errors="replace")[-STDERR_LOG_CHARS:]
 
 
 class WorkerPool:
@@ -383,7 +386,7 @@ class WarmWorkerBackend(Sandbox):
         the_pool = self.pool(pool, preload)
         for attempt in range(1, START_ATTEMPTS + 1):
             worker = the_pool.acquire(self.timings.acquire_timeout_s)
-            nonce = secrets.token_hex(16)
+            nonce = secrets.token_hex(NONCE_BYTES)
             session = WorkerCallSession(self, the_pool, worker, nonce, limits, on_message)
             failure = self._hand_over(worker, session, {**spec, "nonce": nonce, "limits": limits.to_dict()})
             if failure is None:
