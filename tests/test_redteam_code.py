@@ -144,44 +144,41 @@ IO_ATTACKS = _io_attacks()
 
 
 @pytest.fixture(scope="module")
-def code_verifier():
-    return get("code")
+def judge(sandbox):
+    """judge(task, code) -> (outcome, reward), on this module's sandbox."""
+    verifier, context = get("code"), VerifyContext(sandbox=sandbox)
+
+    def run(task: dict, code: str):
+        parsed = verifier.parse_task(task)
+        outcome = verifier.verify(parsed, f"```python\n{code}\n```", context)
+        return outcome, outcome.reward(parsed)
+
+    return run
 
 
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    return VerifyContext(sandbox=sandbox)
-
-
-def _verify(verifier, ctx: VerifyContext, task: dict, code: str):
-    parsed = verifier.parse_task(task)
-    outcome = verifier.verify(parsed, f"```python\n{code}\n```", ctx)
-    return outcome, outcome.reward(parsed)
-
-
-def _attack_then_honest(verifier, ctx, task: dict, attack: str, expected: set[Verdict] | None, honest: str) -> None:
-    outcome, reward = _verify(verifier, ctx, task, attack)
+def _attack_then_honest(judge, task: dict, attack: str, expected: set[Verdict] | None, honest: str) -> None:
+    outcome, reward = judge(task, attack)
     assert outcome.verdict is not Verdict.error, outcome.evidence
     assert reward == 0.0, (outcome.verdict, outcome.evidence)
     if expected is not None:
         assert outcome.verdict in expected, (outcome.verdict, outcome.evidence)
-    after, after_reward = _verify(verifier, ctx, task, honest)
+    after, after_reward = judge(task, honest)
     assert (after.verdict, after_reward) == (Verdict.correct, 1.0), after.evidence
 
 
 @pytest.mark.parametrize("name", sorted(ASSERT_ATTACKS))
-def test_assert_task_attack_is_never_error(code_verifier, ctx, name):
+def test_assert_task_attack_is_never_error(judge, name):
     code, expected = ASSERT_ATTACKS[name]
-    _attack_then_honest(code_verifier, ctx, ASSERT_TASK, code, expected, HONEST_ADD)
+    _attack_then_honest(judge, ASSERT_TASK, code, expected, HONEST_ADD)
 
 
 @pytest.mark.parametrize("name", sorted(IO_ATTACKS))
-def test_io_task_attack_is_never_error(code_verifier, ctx, name):
+def test_io_task_attack_is_never_error(judge, name):
     code, expected = IO_ATTACKS[name]
-    _attack_then_honest(code_verifier, ctx, IO_TASK, code, expected, HONEST_IO)
+    _attack_then_honest(judge, IO_TASK, code, expected, HONEST_IO)
 
 
-def test_tampering_is_named_in_the_evidence(code_verifier, ctx):
-    outcome, _ = _verify(code_verifier, ctx, ASSERT_TASK, ASSERT_ATTACKS["junk_text_on_every_fd_at_import"][0])
+def test_tampering_is_named_in_the_evidence(judge):
+    outcome, _ = judge(ASSERT_TASK, ASSERT_ATTACKS["junk_text_on_every_fd_at_import"][0])
     assert outcome.verdict is Verdict.violation
     assert any("protocol channel" in v for v in outcome.evidence["violations"]), outcome.evidence
