@@ -17,8 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
-from sandboxes.factory import create_sandbox
-from service.config import Settings
+from service.config import Settings, build_sandbox
 from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
 from service.logs import RequestLog
 from service.metrics import Metrics
@@ -107,8 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = AuditStore(settings.database_url)
-        sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
-                                 unsafe_no_isolation=settings.unsafe_no_isolation)
+        sandbox = build_sandbox(settings)
         metrics = Metrics()
         metrics.watch_sandbox(sandbox.pool_stats)
         engine = Engine(settings, store, sandbox, metrics)

@@ -3,7 +3,7 @@
 Named metrics (all prefixed `assay_`):
 - `verifications_total{verifier,verdict}`, `verification_seconds{verifier}` (histogram),
   `flags_total{verifier,flag}`, `zero_variance_groups_total{verifier}`;
-- `error_verdicts_total{verifier,cause}`: verdict `error` by cause, see `error_cause`;
+- `errors_total{verifier,kind,cause}`: verdict `error` by kind and cause, see `error_cause`;
 - `inflight_responses`, `sandbox_workers{pool,state}` (size / idle / in_use, read at scrape);
 - `unavailable_total{reason}` (each 503 answer), `http_requests_total{route,status}`;
 - process_* and python_* (the process and platform collectors).
@@ -35,13 +35,13 @@ _CAUSE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-def error_cause(evidence: dict[str, Any] | None) -> str:
-    """The cause of an `error` verdict: evidence["error_cause"], else evidence["error"], else "unknown".
+def error_cause(evidence: dict[str, Any] | None, field: str = "error_cause") -> str:
+    """A label of an `error` verdict from its evidence: `error_cause` (default; else `error`) or `error` (kind).
 
-    Bounded label values: anything that is not a short snake_case word counts as "other".
+    Bounded label values: missing is "unknown"; anything not a short snake_case word is "other".
     """
     evidence = evidence or {}
-    cause = evidence.get("error_cause") or evidence.get("error") or "unknown"
+    cause = evidence.get(field) or (evidence.get("error") if field == "error_cause" else None) or "unknown"
     return cause if isinstance(cause, str) and _CAUSE.match(cause) else "other"
 
 
@@ -72,13 +72,13 @@ class Metrics:
                                  buckets=BUCKETS, registry=r)
         self.flags = Counter("assay_flags_total", "Flags raised on verifications, by verifier and flag.",
                              ["verifier", "flag"], registry=r)
-        self.errors = Counter("assay_error_verdicts_total", "Verdict error, by verifier and cause.",
-                              ["verifier", "cause"], registry=r)
+        self.errors = Counter("assay_errors_total", "Verdict error, by verifier, kind and cause.",
+                              ["verifier", "kind", "cause"], registry=r)
         self.unavailable = Counter("assay_unavailable_total", "Answers 503 (retry later), by reason.",
                                    ["reason"], registry=r)
         self._by_name: dict[str, MetricWrapperBase] = {
             "assay_verifications_total": self.verifications, "assay_verification_seconds": self.latency,
-            "assay_flags_total": self.flags, "assay_error_verdicts_total": self.errors,
+            "assay_flags_total": self.flags, "assay_errors_total": self.errors,
             "assay_unavailable_total": self.unavailable,
             "assay_inflight_responses": Gauge("assay_inflight_responses", "Responses being verified now.",
                                               registry=r),
@@ -104,7 +104,7 @@ class Metrics:
         for flag in set(flags):
             self.flags.labels(verifier, flag).inc()
         if verdict == "error":
-            self.errors.labels(verifier, error_cause(evidence)).inc()
+            self.errors.labels(verifier, error_cause(evidence, "error"), error_cause(evidence)).inc()
 
     # ---------------------------------------------------------- by metric name
 
