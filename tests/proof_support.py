@@ -30,7 +30,8 @@ def set_mm_text() -> str:
 def metamath_verdicts(database: Path, labels: list[str], timeout_s: float = 600) -> dict[str, bool]:
     """Debian's metamath on `database`: whether each label's proof verifies (one run)."""
     assert METAMATH, "Debian's metamath is not installed (scripts/install.sh test)"
-    commands = [f'read "{database}"'] + [f"verify proof {label}" for label in labels] + ["exit"]
+    # A short relative name and a wide screen: metamath wraps its messages at 79 columns.
+    commands = ["set width 9999", f'read "{database.name}"'] + [f"verify proof {label}" for label in labels] + ["exit"]
     out = subprocess.run([METAMATH, *commands], capture_output=True, text=True, timeout=timeout_s,
                          cwd=database.parent).stdout
     failed = set(ERROR_LABEL_RE.findall(out))
