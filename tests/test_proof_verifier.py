@@ -5,6 +5,7 @@ exploit followed by an honest proof of the same theorem that still gets reward 1
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from proof_support import SET_MM
@@ -97,7 +98,7 @@ def test_new_statement_uses_the_whole_database_and_its_disjoint_restrictions(jud
 
 
 def test_inline_database(judge):
-    text = open(DEMO0).read()
+    text = Path(DEMO0).read_text()
     task = {"system": "metamath", "database": "demo0.mm", "database_text": text, "theorem": "th1"}
     proof = ("$= tt tze tpl tt weq tt tt weq tt a2 tt tze tpl tt weq tt tze tpl tt weq tt tt weq wim tt a2 "
              "tt tze tpl tt tt a1 mp mp $.")

@@ -130,6 +130,18 @@ def _resolve(target: Target, db: Database, label: str, step: int) -> Step:
     return ("assert", assertion, False)
 
 
+def _citation(target: Target, db: Database, label: str, step: int) -> Step:
+    """What a label cites, refusing the theorem itself and anything after it."""
+    entry = _resolve(target, db, label, step)
+    if entry[0] == "assert":
+        assertion = entry[1]
+        if not isinstance(assertion, Assertion):
+            raise ProofFailure("the proof cites the theorem it proves", step, label, compliance=True)
+        if assertion.index >= target.before_index:
+            raise ProofFailure(f"{label} comes after the theorem being proved", step, label, compliance=True)
+    return entry
+
+
 def _normal_steps(target: Target, tokens: list[str], limits: Limits):
     if not tokens:
         raise ProofFailure("the proof is empty", format_error=True)
@@ -164,6 +176,8 @@ def _compressed_steps(db: Database, target: Target, tokens: list[str], limits: L
                                format_error=True)
     if len(set(labels)) != len(labels):
         raise ProofFailure("a label is listed twice in the compressed proof", format_error=True)
+    for label in labels:  # every listed label must exist and be citable, used or not
+        _citation(target, db, label, 0)
     heads = list(target.mandatory) + labels
     head_count = len(heads)
     saved_count = 0
@@ -233,15 +247,12 @@ def _run(db: Database, target: Target, steps, limits: Limits, is_allowed, report
         label = payload  # type: ignore[assignment]
         entry = resolved.get(label)  # type: ignore[arg-type]
         if entry is None:
-            entry = resolved[label] = _resolve(target, db, label, step)  # type: ignore[arg-type]
+            entry = resolved[label] = _citation(target, db, label, step)  # type: ignore[arg-type]
         if entry[0] == "hyp":
             stack.append(entry[1].expr)  # type: ignore[union-attr]
             continue
         assertion = entry[1]
-        if not isinstance(assertion, Assertion):
-            raise ProofFailure("the proof cites the theorem it proves", step, label, compliance=True)
-        if assertion.index >= target.before_index:
-            raise ProofFailure(f"{label} comes after the theorem being proved", step, label, compliance=True)
+        assert isinstance(assertion, Assertion)
         if label not in report.used:
             report.used.add(label)
             if not is_allowed(assertion):

@@ -37,10 +37,7 @@ def shipped_path(name: str) -> str:
 
 
 def _load(spec: dict[str, Any]) -> Database:
-    if "text" in spec:
-        key = "inline:" + str(spec["sha256"])
-    else:
-        key = "shipped:" + str(spec["name"])
+    key = "inline:" + str(spec["sha256"]) if "text" in spec else "shipped:" + str(spec["name"])
     found = _databases.get(key)
     if found is not None:
         _databases.move_to_end(key)
