@@ -17,7 +17,17 @@ from typing import Any
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout, SandboxError
 from sandboxes.sessions import SessionSpec, close_warm_sessions, warm_sessions
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.base import (
+    Outcome,
+    TaskBase,
+    TaskInvalid,
+    Verdict,
+    Verifier,
+    VerifyContext,
+    clip,
+    gated_verdict,
+    hard,
+)
 from verifiers.proof.extract import extract_proof
 from verifiers.proof.task import ProofTask
 from verifiers.registry import register
@@ -183,12 +193,4 @@ def _outcome(task: ProofTask, result: Any, evidence: dict[str, Any]) -> Outcome:
             f"the response declares statements ({' '.join(evidence['declared'])}); only a proof may be given")
     fmt, correct = bool(result["format"]), bool(result["correct"])
     components = [hard("format", fmt), hard("correctness", correct), hard("compliance", compliant)]
-    if not fmt:
-        verdict = Verdict.invalid_format
-    elif not compliant:
-        verdict = Verdict.violation
-    elif not correct:
-        verdict = Verdict.incorrect
-    else:
-        verdict = Verdict.correct
-    return Outcome(verdict, components, evidence, flags=flags)
+    return Outcome(gated_verdict(fmt, compliant, correct), components, evidence, flags=flags)
