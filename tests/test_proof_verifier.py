@@ -99,7 +99,7 @@ def test_new_statement_uses_the_whole_database_and_its_disjoint_restrictions(jud
 
 def test_inline_database(judge):
     text = Path(DEMO0).read_text()
-    task = {"system": "metamath", "database": "demo0.mm", "database_text": text, "theorem": "th1"}
+    task = {"system": "metamath", "database": "inline", "database_text": text, "theorem": "th1"}
     proof = ("$= tt tze tpl tt weq tt tt weq tt a2 tt tze tpl tt weq tt tze tpl tt weq tt tt weq wim tt a2 "
              "tt tze tpl tt tt a1 mp mp $.")
     outcome, reward = one(judge, task, proof)

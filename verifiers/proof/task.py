@@ -17,7 +17,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from verifiers.base import TaskBase
 
 LABEL_PATTERN = r"^[A-Za-z0-9._-]+$"
-DATABASE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*\.mm$"
+DATABASE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 LABEL_RE = re.compile(LABEL_PATTERN)
 MAX_INLINE_DATABASE_CHARS = 2_000_000
 MAX_MATH_STRING_CHARS = 20_000
