@@ -149,7 +149,7 @@ class _Reader:
         self.refs: list[tuple[Assertion, list[str]]] = []
         self.active_floats: dict[str, str] = {}  # variable -> $f label
         self.active_variables: set[str] = set()
-        self._floats_cache: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._floats_cache: tuple[str, ...] | None = None
         self._dvs_cache: tuple[int, frozenset[tuple[str, str]]] | None = None
         self._dv_version = 0
 
@@ -299,14 +299,13 @@ class _Reader:
     def _scope_state(self) -> tuple[tuple[str, ...], frozenset[tuple[str, str]]]:
         """All active $f labels and $d pairs; consecutive theorems share the objects."""
         if self._floats_cache is None:
-            labels = tuple(sorted(self.active_floats.values(), key=lambda lab: self.db.hyps[lab].index))
-            self._floats_cache = (labels, labels)
+            self._floats_cache = tuple(sorted(self.active_floats.values(), key=lambda lab: self.db.hyps[lab].index))
         if self._dvs_cache is None or self._dvs_cache[0] != self._dv_version:
             pairs: set[tuple[str, str]] = set()
             for scope in self.scopes:
                 pairs |= scope.dvs
             self._dvs_cache = (self._dv_version, frozenset(pairs))
-        return self._floats_cache[1], self._dvs_cache[1]
+        return self._floats_cache, self._dvs_cache[1]
 
     def _frame(self, label: str, kind: str, expr: tuple[str, ...]) -> Assertion:
         db = self.db
