@@ -27,7 +27,9 @@ from proof_support import (
 from verifiers.base import Verdict, VerifyContext
 from verifiers.registry import get
 
-pytestmark = [pytest.mark.slow,
+# Reading set.mm with its proofs and two metamath runs: about a minute on an idle 2-core
+# machine, far more on a shared one.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
               pytest.mark.skipif(not SET_MM.exists() or METAMATH is None,
                                  reason="metamath and metamath-databases are not installed")]
 SAMPLE = 520
