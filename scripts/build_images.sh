@@ -85,7 +85,8 @@ docker info >/dev/null 2>&1 || { log "no Docker engine answers: run scripts/dock
 
 if [ -z "$BASE_IMAGE" ]; then
     BASE_IMAGE="assay-base:$SUITE"
-    debian_base "$BASE_IMAGE" "python3,python3-venv,ca-certificates"
+    # metamath-databases: the proof verifier reads set.mm inside the runtime image.
+    debian_base "$BASE_IMAGE" "python3,python3-venv,ca-certificates,metamath-databases"
 fi
 if [ -z "$POSTGRES_IMAGE" ]; then
     POSTGRES_IMAGE="assay-postgres-base:$SUITE"
