@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout, SandboxError
-from sandboxes.sessions import SessionSpec, close_warm_sessions, warm_sessions
+from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
 from verifiers.base import (
     Outcome,
     TaskBase,
@@ -37,10 +37,10 @@ TARGET = "verifiers.proof.serve:serve"
 POOL = "proof"
 # Workers hold set.mm (a few hundred MB); sessions are forks of them.
 MEMORY_MB = 3072
-SESSIONS = SessionSpec(TARGET, "proof_serve", PRELOAD,
-                       Limits(wall_s=600, cpu_s=300, memory_mb=MEMORY_MB, processes=4,
-                              output_bytes=200_000, file_size_mb=1, open_files=64, scratch_mb=4),
-                       max_age_s=120, max_requests=5000, wait_s=1.0)
+SESSIONS = ResidentSpec(TARGET, "proof_serve", PRELOAD,
+                        Limits(wall_s=600, cpu_s=300, memory_mb=MEMORY_MB, processes=4,
+                               output_bytes=200_000, file_size_mb=1, open_files=64, scratch_mb=4),
+                        max_age_s=120, max_requests=5000, wait_s=1.0)
 # Reading an inline database (or a shipped one no worker preloads) on first use in a session.
 LOAD_ALLOWANCE_S = 60.0
 # Characters of proof text per allowed step (labels are short; compressed steps are letters).
@@ -66,7 +66,7 @@ class ProofVerifier(Verifier):
         threading.Thread(target=_warm_quietly, args=(ctx,), name="proof-warm", daemon=True).start()
 
     def close(self, ctx: VerifyContext) -> None:
-        close_warm_sessions(ctx.sandbox, SESSIONS.pool)
+        close_resident_servers(ctx.sandbox, SESSIONS.pool)
 
     def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
         return self.verify_many(task, [response], ctx)[0]
@@ -99,7 +99,7 @@ class ProofVerifier(Verifier):
 
     def _check_warm(self, task: ProofTask, pending: list, outcomes: dict[int, Outcome],
                     ctx: VerifyContext) -> list:
-        sessions = warm_sessions(ctx.sandbox, SESSIONS)
+        sessions = resident_servers(ctx.sandbox, SESSIONS)
         rest = []
         for item in pending:
             index, request, evidence = item
