@@ -18,6 +18,7 @@ from sandboxes.base import Sandbox, SandboxBusy, SandboxError
 from service.advantages import group_advantages
 from service.auth import Caller
 from service.config import Settings
+from service.logs import log_verification
 from service.metrics import Metrics
 from service.schemas import (
     ComponentOut,
@@ -173,10 +174,12 @@ class Engine:
         kind = "sandbox_error" if isinstance(exc, SandboxError) else "verifier_error"
         if isinstance(exc, SandboxBusy):
             kind = "sandbox_busy"
-        log.exception("verification failed in %s", verifier.name, exc_info=exc)
-        self.metrics.inc("assay_errors_total", verifier=verifier.name, kind=kind)
+        # A stable word for the part that failed; sandbox messages are ours, never a job's text.
+        cause = exc.cause if isinstance(exc, SandboxError) else "verifier_failed"
+        log.exception("verification failed in %s (%s)", verifier.name, cause, exc_info=exc)
+        message = str(exc)[:500] if isinstance(exc, SandboxError) else "the verifier failed"
         return Outcome(Verdict.error, [hard("correctness", False)],
-                       {"error": kind, "message": f"{type(exc).__name__}: {str(exc)[:500]}"}, flags=[kind])
+                       {"error": kind, "error_cause": cause, "message": message}, flags=[kind])
 
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
         verifier = resolved.verifier
@@ -196,9 +199,9 @@ class Engine:
              group_id: str | None, group_index: int | None) -> RecordRow:
         outcome = judged.outcome
         reward = outcome.reward(resolved.task)
-        self.metrics.inc("assay_verifications_total", verifier=resolved.verifier.name, verdict=outcome.verdict.value)
-        self.metrics.observe("assay_verification_seconds", judged.duration_ms / 1000, verifier=resolved.verifier.name)
-        return RecordRow(
+        self.metrics.verification(resolved.verifier.name, outcome.verdict.value, judged.duration_ms / 1000,
+                                  outcome.flags, outcome.evidence)
+        row = RecordRow(
             id=new_record_id(),
             request_id=request_id,
             caller_key_id=caller.key_id,
@@ -220,6 +223,8 @@ class Engine:
             group_id=group_id,
             group_index=group_index,
         )
+        log_verification(row)
+        return row
 
     @staticmethod
     def result_of(row: RecordRow) -> VerifyResult:

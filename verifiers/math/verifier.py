@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
-from sandboxes.sessions import SessionSpec, close_warm_sessions, warm_sessions
+from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.math.extract import Extraction, extract_answer, extract_gold
 from verifiers.registry import register
@@ -20,10 +20,10 @@ DEFAULT_MEMORY_MB = 1024
 MAX_CANDIDATES = 64
 # Parsing answers runs only our own parser (no eval) on data, so warm sessions may judge
 # answer after answer; each answer still gets its own time budget.
-SESSIONS = SessionSpec(TARGET, "math_serve", PRELOAD,
-                       Limits(wall_s=300, cpu_s=240, memory_mb=DEFAULT_MEMORY_MB, processes=4,
-                              output_bytes=64_000, file_size_mb=1, open_files=64, scratch_mb=4),
-                       max_age_s=60, max_requests=2000, wait_s=0.5)
+SESSIONS = ResidentSpec(TARGET, "math_serve", PRELOAD,
+                        Limits(wall_s=300, cpu_s=240, memory_mb=DEFAULT_MEMORY_MB, processes=4,
+                               output_bytes=64_000, file_size_mb=1, open_files=64, scratch_mb=4),
+                        max_age_s=60, max_requests=2000, wait_s=0.5)
 
 
 # (response index, request to the judge, evidence so far)
@@ -75,7 +75,7 @@ class MathVerifier(Verifier):
         ctx.sandbox.warm(SESSIONS.pool, PRELOAD)
 
     def close(self, ctx: VerifyContext) -> None:
-        close_warm_sessions(ctx.sandbox, SESSIONS.pool)
+        close_resident_servers(ctx.sandbox, SESSIONS.pool)
 
     def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
         return self.verify_many(task, [response], ctx)[0]
@@ -107,7 +107,7 @@ class MathVerifier(Verifier):
 
     def _judge_warm(self, task: MathTask, pending: list[Pending],
                     outcomes: dict[int, Outcome], ctx: VerifyContext) -> list[Pending]:
-        sessions = warm_sessions(ctx.sandbox, SESSIONS)
+        sessions = resident_servers(ctx.sandbox, SESSIONS)
         rest = []
         for item in pending:
             index, answer, evidence = item
