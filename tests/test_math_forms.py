@@ -61,6 +61,18 @@ EQUAL = [
     ("several values asked", "1, 2", r"\boxed{1} and \boxed{2}"),
     ("several values asked", r"\{1, 2\}", r"\boxed{2, 1}"),
     ("choice letter", r"\text{(E)}", r"\boxed{E}"),
+    ("answer line", "6", "So the total is 6.\n\n**Answer:** 6"),
+    ("answer line", "2", "Solving gives it.\n\n**Final answer:** $x=2$"),
+    ("answer line", "6", "Answer: 6"),
+    ("answer line", "6", "Adding them.\n\n**Final Answer**: $6$"),
+    ("answer line", r"\frac12", "Half of it.\n*Answer:* **1/2**"),
+    ("latex units", r"8\text{ cm}^2", r"\boxed{8 \mathrm{~cm}^2}"),
+    ("latex units", "8", r"\boxed{8\,\text{m}}"),
+    ("latex units", "8", r"\boxed{8\operatorname{kg}}"),
+    ("latex units", "8", r"$8\hspace{1mm}\mathrm{cm}^{2}$"),
+    ("base against its decimal value", "1011_2", r"\boxed{11}"),
+    ("base against its decimal value", "13", r"\boxed{1101_2}"),
+    ("base subscript", "10101_2", r"\boxed{10101_2}"),
 ]
 
 NOT_EQUAL = [
@@ -94,6 +106,14 @@ NOT_EQUAL = [
     ("minerva", "42", "Final Answer: The final answer is $41$. I hope it is correct."),
     ("gsm8k", "42", "#### 43"),
     ("choice letter", r"\text{(E)}", r"\boxed{D}"),
+    ("answer line", "6", "So the total is 6.\n\n**Answer:** 7"),
+    ("answer line", "2", "Solving gives it.\n\n**Final answer:** $x=3$"),
+    ("answer line", "6", "We had 6 before.\nFinal Answer: 5"),
+    ("latex units", r"8\text{ cm}^2", r"\boxed{9 \mathrm{~cm}^2}"),
+    ("latex units", "8", r"\boxed{8.5\,\text{m}}"),
+    ("base against its decimal value", "1101_2", r"\boxed{11}"),
+    ("base against its decimal value", "1011_2", r"\boxed{1011}"),
+    ("base against its decimal value", "204_5", r"\boxed{204}"),
 ]
 
 # Hedges: several different final answers where one value is asked.
@@ -107,6 +127,8 @@ HEDGES = [
     ("2", r"\boxed{x = 2 \text{ or } x = -2}"),
     ("4", r"First \boxed{4}. On reflection \boxed{5}."),
     ("32349", r"\boxed{32, 349}"),  # a list, not a thousands separator
+    ("4", "Two cases.\n\n**Answer:** $3$ or $4$"),
+    ("4", "**Final Answer:** 3 or 4"),
 ]
 
 NO_ANSWER = ["no idea", "I don't know the answer to this question, sorry.", r"\boxed{banana}",
@@ -128,7 +150,8 @@ def test_every_form_has_equal_and_unequal_pairs():
     unequal_forms = {form for form, _, _ in NOT_EQUAL}
     for form in ("matrix", "vector", "inequality", "chained inequality", "union", "pm", "empty set", "equation",
                  "named value", "ratio", "thousands", "percent either", "number words", "binom", "base subscript",
-                 "complex", "scientific", "minerva", "gsm8k", "infinity", "set-builder", "system"):
+                 "complex", "scientific", "minerva", "gsm8k", "infinity", "set-builder", "system", "answer line",
+                 "latex units", "base against its decimal value"):
         assert form in equal_forms, form
         assert form in unequal_forms or form.replace(" either", "") in unequal_forms, form
 
@@ -193,6 +216,11 @@ def test_units_can_be_required(math_verifier, sandbox):
     assert strict.verdict is Verdict.incorrect
     same = _verify(math_verifier, sandbox, r"12\text{ cm}", r"\boxed{12\text{ cm}}", require_units=True)[1]
     assert same.verdict is Verdict.correct
+    # The unit is one spelling however LaTeX wrote it.
+    latex = _verify(math_verifier, sandbox, r"8\text{ cm}^2", r"\boxed{8\,\mathrm{cm}^{2}}", require_units=True)[1]
+    assert latex.verdict is Verdict.correct
+    wrong = _verify(math_verifier, sandbox, r"8\text{ cm}^2", r"\boxed{8 \mathrm{~cm}}", require_units=True)[1]
+    assert wrong.verdict is Verdict.incorrect
 
 
 def test_a_worked_gold_solution_is_extracted_and_the_evidence_says_so(math_verifier, sandbox):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from verifiers.math.answer import Parsed
+from verifiers.math.parse import based_numeral_value
 
 # Exact comparison is numeric at 60 digits with a relative threshold, so 1/2^99 and
 # 1/2^98 stay different while identities simplify would be slow to prove are found.
@@ -138,11 +139,24 @@ def _expr_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
     assert isinstance(a, sp.Basic) and isinstance(b, sp.Basic)
     if a == b:
         return True, "structural"
+    based = _based_against_decimal(answer, gold)
+    if based is not None:
+        return based, "base_value"
     if a.free_symbols or b.free_symbols:
         return _symbolic_equal(a, b)
     if answer.decimals is None and gold.decimals is None:
         return _exact_equal(a, b)
     return _tolerant_equal(a, b, answer.decimals, gold.decimals)
+
+
+def _based_against_decimal(answer: Parsed, gold: Parsed) -> bool | None:
+    """A numeral in a base ("1011_2") against a plain decimal integer ("11") compares by value.
+    Two numerals compare as written (`_expr_equal`'s structural check), so None then."""
+    values = [based_numeral_value(p.value) for p in (answer, gold)]
+    plain = [p for p in (answer, gold) if isinstance(p.value, sp.Integer) and p.decimals is None]
+    if sum(v is not None for v in values) == 1 and len(plain) == 1:
+        return next(v for v in values if v is not None) == plain[0].value
+    return None
 
 
 def _exact_equal(a: sp.Expr, b: sp.Expr) -> tuple[bool, str]:

@@ -27,7 +27,10 @@ from verifiers.math.normalise import unescape
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _MINERVA_START = "final answer is"
 _MINERVA_END = "i hope it is correct"
-_ANSWER_PHRASE = re.compile(r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)?\s*[:=]?\s*(.+)", re.IGNORECASE)
+# Markdown emphasis may wrap the phrase or its colon: "**Answer:** 6", "**Final Answer**: $6$", "*Answer*: 6".
+_ANSWER_PHRASE = re.compile(
+    r"(?:final\s+answer|the\s+answer|answer)[*_]*\s*(?:is|:|=)?\s*[:=]?[*_]*\s*(.+)", re.IGNORECASE)
+_EMPHASIS_EDGES = "*_ "
 _GSM8K = re.compile(r"####\s*([^\n]+)")
 _CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or)[\s,;.]*)?", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:[,.]\d+)*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
@@ -161,6 +164,8 @@ def _phrase_answer(tail: str) -> list[str]:
         if spans and spans[0].start == 0 and spans[0].display:
             return [spans[0].content.strip()]
     sentence = re.split(r"(?<=[^\d\s])\.(?:\s|$)|\n", tail, maxsplit=1)[0].strip().rstrip(" .;!")
+    # Markdown emphasis around the answer ("**6**") is not part of it.
+    sentence = sentence.strip(_EMPHASIS_EDGES).rstrip(" .;!")
     boxed = boxes(sentence)
     if boxed:
         return boxed

@@ -29,7 +29,8 @@ class Normalised:
 _REMOVE = [
     r"\\displaystyle", r"\\textstyle", r"\\left", r"\\right", r"\\middle", r"\\!", r"\\;", r"\\:", r"\\ ",
     r"\\quad", r"\\qquad", r"\\big", r"\\Big", r"\\bigg", r"\\Bigg", r"\\bigl", r"\\bigr", r"\\Bigl", r"\\Bigr",
-    r"\\limits", r"\\nolimits", r"\\mathstrut", r"\\phantom\{[^{}]*\}", r"\\hline", r"\\boxed", r"\\fbox",
+    r"\\limits", r"\\nolimits", r"\\mathstrut", r"\\phantom\{[^{}]*\}", r"\\hspace\*?\{[^{}]*\}",
+    r"\\enspace", r"\\thinspace", r"\\medspace", r"\\thickspace", r"\\hline", r"\\boxed", r"\\fbox",
 ]
 _REMOVE_RE = re.compile("|".join(r"(?<!\\)" + p + r"(?![a-zA-Z])" for p in _REMOVE))
 # Doubled backslashes before a command (a raw string escaped twice): "\\\\frac" -> "\\frac".
@@ -83,7 +84,8 @@ def strip_units(s: str) -> tuple[str, str]:
         glued = before[-1:].isdigit() and not s[m.start() - 1].isspace()
         if glued and (not known or len(word) == 1 and "^" not in m.group(0)):
             break
-        unit.insert(0, m.group(0).strip().lower())
+        # One spelling per unit: "cm^{2}", "cm ^2" and "cm^2" are the same unit.
+        unit.insert(0, re.sub(r"[\s{}]", "", m.group(0)).lower())
         s = before
     return s, " ".join(unit)
 
@@ -122,7 +124,8 @@ def _normalise(text: str) -> Normalised:
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
     s = _thousands(s)
-    s = s.replace("\\,", " ")
+    # "\," and "~" are LaTeX spaces ("8 \mathrm{~cm}^2"); an answer never holds a literal tilde.
+    s = s.replace("\\,", " ").replace("~", " ")
     s = _REMOVE_RE.sub(" ", s)
     for _ in range(3):  # nested \text{\textbf{...}}
         s = _TEXT_CMDS.sub(lambda m: " " + m.group(1) + " ", s)

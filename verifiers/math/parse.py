@@ -20,7 +20,24 @@ MAX_FACTORIAL = 2000
 MAX_DEPTH = 60
 MAX_MATRIX_CELLS = 400
 
-__all__ = ["ParseFailure", "TooLarge", "parse_expression"]
+__all__ = ["ParseFailure", "TooLarge", "based_numeral_value", "parse_expression"]
+
+# A numeral written in a base ("1011_2") is kept as a symbol named "1011_base2", so that it is
+# never silently read as the decimal 1011; `based_numeral_value` gives its value.
+_BASED_NUMERAL = re.compile(r"(\d+)_base(\d+)")
+
+
+def based_numeral_value(value: object) -> int | None:
+    """The integer a based numeral stands for (`1011_2` -> 11); None for anything else or bad digits."""
+    if not isinstance(value, sp.Symbol):
+        return None
+    m = _BASED_NUMERAL.fullmatch(value.name)
+    if m is None:
+        return None
+    try:
+        return int(m.group(1), int(m.group(2)))
+    except ValueError:  # a digit the base does not have ("1021_2")
+        return None
 
 
 # ----------------------------------------------------------------------------- lexing
