@@ -3,8 +3,14 @@ Math-Verify in a process pool of as many processes as Assay has sandbox workers.
 
     python bench/math_throughput.py [--pairs 2000] [--workers 2] [--concurrency 4] [--profile]
 
-Two pair sets: generated GRPO groups in common answer forms (`make_pairs`), and the
-(gold, prediction) pairs of Math-Verify's own suite (tests/data/math_verify_suite.jsonl).
+Two pair sets: generated GRPO groups in common answer forms (`make_pairs`, Math-Verify with
+its default configuration), and the (gold, prediction) pairs of Math-Verify's own suite
+(tests/data/math_verify_suite.jsonl), where Math-Verify runs with each case's own
+configuration (extraction targets, boxed priority, float rounding, strict, set relations), as
+its test suite does. Every disagreement is printed with its category: on the suite, Assay
+off the case's label (documented in docs/math_verifier.md or not), or Math-Verify off its own
+label (a timeout, an error, or its judgement); on generated pairs, a timeout, an error or a
+different judgement.
 Both systems score the same pairs in the same run; the ratio is what to read, since
 absolute times drift on shared machines. `--profile` also times the layers of Assay's path
 (the judge alone in this process, the verifier through the sandbox, the whole HTTP path)
@@ -15,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import random
 import sys
 import tempfile
@@ -29,8 +34,11 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from tests.conftest import LiveServer  # noqa: E402
+from tests.test_math_verify_suite import CASES, documented_disagreements  # noqa: E402
 
 Pair = tuple[str, str]  # (response, gold)
+MathVerifyConfig = dict | None  # a suite case's config; None: Math-Verify's defaults
+Scored = tuple[float, str]  # (reward, "ok" | "timeout" | "error")
 
 
 def make_pairs(n: int, seed: int = 7) -> list[Pair]:
@@ -67,33 +75,62 @@ def make_pairs(n: int, seed: int = 7) -> list[Pair]:
 
 
 def suite_pairs() -> list[Pair]:
-    lines = (ROOT / "tests/data/math_verify_suite.jsonl").read_text().splitlines()
-    return [(case["pred"], case["gold"]) for case in map(json.loads, lines)]
+    return [(case["pred"], case["gold"]) for case in CASES]
 
 
 # ------------------------------------------------------------------------ Math-Verify
 
-def _math_verify_chunk(chunk: list[Pair]) -> list[float]:
+def _targets(kinds: list[str], boxed_priority: int | None) -> list:
+    """The extraction targets Math-Verify's own tests build from a case's config."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    made = {"latex": lambda: LatexExtractionConfig(boxed_match_priority=boxed_priority),
+            "expr": ExprExtractionConfig}
+    return [made[kind]() for kind in kinds]
+
+
+def _math_verify_call(response: str, gold: str, config: MathVerifyConfig, raise_on_error: bool) -> float:
     from math_verify import parse, verify
 
-    rewards = []
-    for response, gold in chunk:
+    loud = {"raise_on_error": raise_on_error}
+    if config is None:
+        return 1.0 if verify(parse(gold, **loud), parse(response, **loud), **loud) else 0.0
+    ok = verify(parse(gold, _targets(config["gold_cfg"], config["boxed_priority"]), **loud),
+                parse(response, _targets(config["pred_cfg"], config["boxed_priority"]), **loud),
+                float_rounding=config["float_rounding"], strict=config["strict"],
+                allow_set_relation_comp=config["allow_set_relation_comp"], **loud)
+    return 1.0 if ok else 0.0
+
+
+def _math_verify_one(response: str, gold: str, config: MathVerifyConfig) -> Scored:
+    """Math-Verify's answer, told apart from its own timeouts (which it would report as "not equal")."""
+    from math_verify.errors import TimeoutException
+
+    try:
+        return _math_verify_call(response, gold, config, raise_on_error=True), "ok"
+    except TimeoutException:
+        return 0.0, "timeout"
+    except Exception:  # noqa: BLE001 - an internal error it normally swallows: take its ordinary answer
         try:
-            ok = verify(parse(gold), parse(response))
-        except Exception:
-            ok = False
-        rewards.append(1.0 if ok else 0.0)
-    return rewards
+            return _math_verify_call(response, gold, config, raise_on_error=False), "ok"
+        except Exception:  # noqa: BLE001
+            return 0.0, "error"
 
 
-def run_math_verify(pairs: list[Pair], processes: int) -> tuple[float, list[float]]:
+def _math_verify_chunk(chunk: list[tuple[str, str, MathVerifyConfig]]) -> list[Scored]:
+    return [_math_verify_one(*item) for item in chunk]
+
+
+def run_math_verify(pairs: list[Pair], processes: int,
+                    configs: list[MathVerifyConfig] | None = None) -> tuple[float, list[Scored]]:
     """Math-Verify in `processes` worker processes, in chunks of one GRPO group."""
-    chunks = [pairs[i:i + 8] for i in range(0, len(pairs), 8)]
+    items = [(r, g, c) for (r, g), c in zip(pairs, configs or [None] * len(pairs), strict=True)]
+    chunks = [items[i:i + 8] for i in range(0, len(items), 8)]
     with ProcessPoolExecutor(processes) as pool:
-        list(pool.map(_math_verify_chunk, [[("\\boxed{1}", "$1$")]] * processes))  # import in every worker
+        list(pool.map(_math_verify_chunk, [[("\\boxed{1}", "$1$", None)]] * processes))  # import in every worker
         started = time.perf_counter()
-        rewards = [r for chunk in pool.map(_math_verify_chunk, chunks) for r in chunk]
-        return time.perf_counter() - started, rewards
+        scored = [r for chunk in pool.map(_math_verify_chunk, chunks) for r in chunk]
+        return time.perf_counter() - started, scored
 
 
 # ------------------------------------------------------------------------------ Assay
@@ -218,9 +255,23 @@ def http_without_judging(server: LiveServer, groups: int, concurrency: int) -> f
     return time.perf_counter() - started
 
 
-def _report(name: str, pairs: list[Pair], mv: tuple[float, list[float]], assay: tuple[float, list[float | None]],
-            workers: int) -> None:
-    (mv_s, mv_rewards), (assay_s, assay_rewards) = mv, assay
+def _category(math_verify: Scored, case: dict | None, documented: set[str]) -> str:
+    """Why the two graders differ on one pair."""
+    reward, status = math_verify
+    if status != "ok":
+        return f"math-verify {status}"
+    if case is None:
+        return "judgement differs"
+    if (reward == 1.0) != case["expected"]:
+        return "math-verify off its own label"
+    listed = case["source"] in documented
+    return "assay off the label, documented" if listed else "assay off the label, NOT documented"
+
+
+def _report(name: str, pairs: list[Pair], mv: tuple[float, list[Scored]], assay: tuple[float, list[float | None]],
+            workers: int, cases: list[dict] | None = None) -> None:
+    (mv_s, mv_scored), (assay_s, assay_rewards) = mv, assay
+    mv_rewards = [reward for reward, _ in mv_scored]
     print(f"\n== {name}: {len(pairs)} pairs")
     print(f"math-verify, pool of {workers} processes: {mv_s:.2f}s  {len(pairs) / mv_s:.0f} pairs/s")
     print(f"assay HTTP, {workers} sandbox workers (groups, sandboxed, audited): {assay_s:.2f}s  "
@@ -228,11 +279,25 @@ def _report(name: str, pairs: list[Pair], mv: tuple[float, list[float]], assay: 
     print(f"throughput ratio assay/math-verify at equal workers: {mv_s / assay_s:.2f}x")
     refused = sum(r is None for r in assay_rewards)
     print(f"rewarded: assay {sum(r or 0 for r in assay_rewards):.0f}, math-verify {sum(mv_rewards):.0f}; "
-          f"golds refused by assay: {refused}")
-    differ = [(p, a, m) for p, a, m in zip(pairs, assay_rewards, mv_rewards, strict=True) if (a or 0.0) != m]
-    print(f"disagreements: {len(differ)} ({100 * len(differ) / len(pairs):.1f}%)")
-    for (response, gold), a, m in differ[:12]:
-        print(f"  gold={gold[-40:]!r:44} response={response[-50:]!r:54} assay={a} math-verify={m:g}")
+          f"golds refused by assay: {refused}; math-verify timeouts: "
+          f"{sum(s == 'timeout' for _, s in mv_scored)}, errors: {sum(s == 'error' for _, s in mv_scored)}")
+    if cases is not None:
+        agree = sum(((a or 0.0) == 1.0) == case["expected"] for a, case in zip(assay_rewards, cases, strict=True))
+        print(f"assay agrees with the suite's labels on {agree} of {len(cases)}")
+    documented = documented_disagreements()
+    by_category: dict[str, list[str]] = {}
+    for i, ((response, gold), a, m) in enumerate(zip(pairs, assay_rewards, mv_scored, strict=True)):
+        if (a or 0.0) != m[0]:
+            case = cases[i] if cases is not None else None
+            where = case["source"] if case else f"gold={gold[-40:]!r} response={response[-50:]!r}"
+            by_category.setdefault(_category(m, case, documented), []).append(
+                f"{where} assay={a} math-verify={m[0]:g}")
+    print(f"disagreements: {sum(map(len, by_category.values()))} "
+          f"({100 * sum(map(len, by_category.values())) / len(pairs):.1f}%)")
+    for category, lines in sorted(by_category.items()):
+        print(f"  {category}: {len(lines)}")
+        for line in lines[:12]:
+            print(f"    {line}")
 
 
 def main() -> None:
@@ -248,9 +313,10 @@ def main() -> None:
         try:
             run_assay(server, sets["generated GRPO groups"][:64], args.concurrency)  # warm sessions and caches
             for name, pairs in sets.items():
-                mv = run_math_verify(pairs, args.workers)
+                cases = CASES if name == "Math-Verify suite" else None
+                mv = run_math_verify(pairs, args.workers, [c["config"] for c in cases] if cases else None)
                 assay = run_assay(server, pairs, args.concurrency)
-                _report(name, pairs, mv, assay, args.workers)
+                _report(name, pairs, mv, assay, args.workers, cases)
                 if args.profile:
                     layers = profile_layers(pairs, args.workers)
                     layers["http_without_judging"] = http_without_judging(server, len(_groups(pairs)), args.concurrency)

@@ -18,7 +18,8 @@ CASES = [json.loads(line) for line in (ROOT / "tests/data/math_verify_suite.json
 MIN_AGREEMENT = 0.95
 
 
-def _documented_disagreements() -> set[str]:
+def documented_disagreements() -> set[str]:
+    """The suite sources listed in docs/math_verifier.md (also read by bench/math_throughput.py)."""
     doc = (ROOT / "docs/math_verifier.md").read_text()
     section = doc.split("## Where we differ from Math-Verify", 1)[1].split("\n## ", 1)[0]
     return set(re.findall(r"`(tests/[^`]+\])`", section))
@@ -48,7 +49,7 @@ def test_agreement_with_math_verify_suite(suite_verdicts):
 def test_every_disagreement_is_documented(suite_verdicts):
     differ = {source for source, (expected, verdict) in suite_verdicts.items()
               if expected != (verdict is Verdict.correct)}
-    documented = _documented_disagreements()
+    documented = documented_disagreements()
     assert differ <= documented, sorted(differ - documented)
     # A listed case that now agrees is stale documentation.
     assert documented <= differ, sorted(documented - differ)
