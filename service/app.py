@@ -19,7 +19,7 @@ import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
 from sandboxes.factory import create_sandbox
 from service.config import Settings
-from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
+from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
 from service.metrics import Metrics
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
@@ -133,7 +133,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     handlers: list[tuple[type[Exception], int]] = [
         (TaskInvalid, 422), (RequestInvalid, 422), (UnknownVerifier, 422), (TaskNotFound, 404),
-        (TaskConflict, 409), (IdempotencyConflict, 422),
+        (TaskConflict, 409), (RequestIdConflict, 409), (IdempotencyConflict, 422),
     ]
     for exc_type, status in handlers:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))

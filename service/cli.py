@@ -92,7 +92,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _row_json(row: Any) -> dict[str, Any]:
-    from service.routes.records import record_out
+    from service.schemas import record_out
 
     return record_out(row).model_dump(mode="json")
 
