@@ -8,7 +8,6 @@ import threading
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.conftest import LiveServer

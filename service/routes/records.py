@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -53,7 +52,7 @@ async def export_records(request: Request, filters: RecordFilters = Depends(),
         # off the event loop. Lines go out in chunks to spare a thread hop per record.
         chunk: list[str] = []
         for row in store.iter_all(**filters.values):
-            chunk.append(json.dumps(record_out(row).model_dump(mode="json")) + "\n")
+            chunk.append(record_out(row).model_dump_json() + "\n")
             if len(chunk) == EXPORT_CHUNK_RECORDS:
                 yield "".join(chunk)
                 chunk = []
