@@ -196,7 +196,8 @@ class Engine:
         """Blocking: run the verifier; never raises for a response's own behaviour
         (only NOT_AN_OUTCOME failures leave it)."""
         verifier = resolved.verifier
-        ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None)
+        ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None,
+                            services=self.settings.verifier_services)
         started = time.perf_counter()
         try:
             if verifier.judges_groups:
