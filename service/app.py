@@ -21,6 +21,7 @@ from sandboxes.factory import create_sandbox
 from service.config import Settings
 from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
 from service.metrics import Metrics
+from service.openapi import add_links
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
 from verifiers import registry
@@ -124,6 +125,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     _include_routers(app)
+    generate_openapi = app.openapi
+    app.openapi = lambda: add_links(generate_openapi())  # type: ignore[method-assign]
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

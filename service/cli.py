@@ -91,6 +91,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Verify locally through the same verifiers and sandbox, without a server or records."""
     from pydantic import ValidationError
 
+    from sandboxes.base import SandboxBusy, SandboxUnavailable
     from sandboxes.factory import create_sandbox
     from service.engine import Engine, Resolved
     from service.metrics import Metrics
@@ -107,7 +108,8 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
                 req = VerifyRequest.model_validate(item)
                 resolved: Resolved = engine.resolve(req)
                 judged = engine.judge(resolved, [req.response])[0]
-            except (ValidationError, TaskInvalid, UnknownVerifier) as exc:
+            except (ValidationError, TaskInvalid, UnknownVerifier, SandboxBusy, SandboxUnavailable) as exc:
+                # Local use: the operator's own input, so the message is shown as it is.
                 print(json.dumps({"line": number, "error": str(exc)}))
                 status = 1
                 continue

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from verifiers import registry
 from verifiers.base import Verdict
 
 if TYPE_CHECKING:
@@ -56,8 +57,16 @@ class _Strict(UnicodeText):
     model_config = ConfigDict(extra="forbid")
 
 
+def _known_verifiers(schema: dict[str, Any]) -> None:
+    schema["enum"] = registry.names()
+
+
 class TaskRef(_Strict):
-    verifier: str = Field(description="Verifier name, e.g. `math`, `code`, `sql`, `tool_state`.")
+    # The document says what the validator enforces: one of `task` or `task_id`.
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["task"]}, {"required": ["task_id"]}]})
+
+    verifier: str = Field(description="Verifier name, e.g. `math`, `code`, `sql`, `tool_state`.",
+                          json_schema_extra=_known_verifiers)
     task: dict[str, Any] | None = Field(None, description="The task inline (see GET /v1/verifiers for schemas).")
     task_id: str | None = Field(None, max_length=200, description="A registered task's id instead of `task`.")
 
@@ -141,7 +150,7 @@ class GroupsResponse(BaseModel):
 
 class TaskRegistration(_Strict):
     task_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/-]+$")
-    verifier: str
+    verifier: str = Field(json_schema_extra=_known_verifiers)
     task: dict[str, Any]
 
 

@@ -58,7 +58,8 @@ class _Strict(UnicodeText):
 
 
 class OpenEnv(TaskRef):
-    verifier: str = Field(VERIFIER, description="Only `tool_state` tasks have environments.")
+    verifier: str = Field(VERIFIER, description="Only `tool_state` tasks have environments.",
+                          json_schema_extra={"enum": [VERIFIER]})
     task: dict[str, Any] | None = Field(None, description="A `tool_state` task inline.")
 
     @model_validator(mode="after")

@@ -36,8 +36,8 @@ class OpenRLHFRequest(UnicodeText):
 
     query: list[str] = Field(min_length=1, description="prompt + response, as OpenRLHF decodes them.")
     prompts: list[str] | None = Field(None, description="The prompts, to cut the response out of each query.")
-    labels: list[Any] | None = Field(
-        None, description="Per sample: the answer (math), or a JSON object {task_id} or {verifier, task}.")
+    labels: list[Any] = Field(
+        description="Per sample: the answer (math), or a JSON object {task_id} or {verifier, task}.")
 
 
 class OpenRLHFResponse(BaseModel):
@@ -113,8 +113,6 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
         value = getattr(body, name)
         if value is not None and len(value) != n:
             raise HTTPException(422, f"{name}: {len(value)} items for {n} queries")
-    if body.labels is None:
-        raise HTTPException(422, "labels: required (the answer or task of each query)")
     prompts = body.prompts or [None] * n
     responses = [response_of(q, p) for q, p in zip(body.query, prompts, strict=True)]
     specs = [checked_task(task_of(label, verifier, i), i) for i, label in enumerate(body.labels)]
