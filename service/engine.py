@@ -222,15 +222,16 @@ class Engine:
         return Judged(outcome, (time.perf_counter() - started) * 1000)
 
     def _error_outcome(self, verifier: Verifier, exc: Exception) -> Outcome:
-        # Exception text can quote hidden task data or sandbox stderr: it goes to the
-        # service log only; callers and records get our own words.
+        # A stable word for the part that failed. Sandbox messages are ours, never a job's
+        # text; other exception text can quote hidden task data, so it goes to the log only.
         sandbox = isinstance(exc, SandboxError)
         kind = "sandbox_error" if sandbox else "verifier_error"
-        log.exception("verification failed in %s", verifier.name, exc_info=exc)
-        self.metrics.inc("assay_errors_total", verifier=verifier.name, kind=kind)
-        part = "the sandbox" if sandbox else f"the {verifier.name} verifier"
-        message = f"{part} failed while judging this response; the cause is in the service log"
-        return Outcome(Verdict.error, [hard("correctness", False)], {"error": kind, "message": message}, flags=[kind])
+        cause = exc.cause if isinstance(exc, SandboxError) else "verifier_failed"
+        log.exception("verification failed in %s (%s)", verifier.name, cause, exc_info=exc)
+        self.metrics.inc("assay_errors_total", verifier=verifier.name, kind=kind, cause=cause)
+        message = str(exc)[:500] if sandbox else f"the {verifier.name} verifier failed; the cause is in the service log"
+        return Outcome(Verdict.error, [hard("correctness", False)],
+                       {"error": kind, "error_cause": cause, "message": message}, flags=[kind])
 
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
         if resolved.verifier.judges_groups or len(responses) == 1:
