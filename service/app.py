@@ -18,9 +18,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
 from service.config import Settings, build_sandbox
-from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
+from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
 from service.logs import RequestLog
 from service.metrics import Metrics
+from service.openapi import add_links
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
 from verifiers import registry
@@ -130,6 +131,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     _include_routers(app)
+    generate_openapi = app.openapi
+    app.openapi = lambda: add_links(generate_openapi())  # type: ignore[method-assign]
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -139,7 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     handlers: list[tuple[type[Exception], int]] = [
         (TaskInvalid, 422), (RequestInvalid, 422), (UnknownVerifier, 422), (TaskNotFound, 404),
-        (TaskConflict, 409), (IdempotencyConflict, 422),
+        (TaskConflict, 409), (RequestIdConflict, 409), (IdempotencyConflict, 422),
     ]
     for exc_type, status in handlers:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))

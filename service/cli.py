@@ -99,6 +99,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Verify locally through the same verifiers and sandbox, without a server or records."""
     from pydantic import ValidationError
 
+    from sandboxes.base import SandboxBusy, SandboxUnavailable
     from service.engine import Engine, Resolved
     from service.metrics import Metrics
     from service.schemas import VerifyRequest
@@ -113,7 +114,8 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
                 req = VerifyRequest.model_validate(item)
                 resolved: Resolved = engine.resolve(req)
                 judged = engine.judge(resolved, [req.response])[0]
-            except (ValidationError, TaskInvalid, UnknownVerifier) as exc:
+            except (ValidationError, TaskInvalid, UnknownVerifier, SandboxBusy, SandboxUnavailable) as exc:
+                # Local use: the operator's own input, so the message is shown as it is.
                 print(json.dumps({"line": number, "error": str(exc)}))
                 status = 1
                 continue
@@ -130,7 +132,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _row_json(row: Any) -> dict[str, Any]:
-    from service.routes.records import record_out
+    from service.schemas import record_out
 
     return record_out(row).model_dump(mode="json")
 

@@ -70,6 +70,7 @@ class MathVerifier(Verifier):
     version = "2.0.0"
     description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
     task_model = MathTask
+    judges_groups = True
 
     def warm(self, ctx: VerifyContext) -> None:
         ctx.sandbox.warm(SESSIONS.pool, PRELOAD)
