@@ -2,7 +2,7 @@
 # Install what Assay needs on a fresh Debian/Ubuntu machine, idempotently.
 #
 #   scripts/install.sh service   bubblewrap + a virtualenv (.venv) with the service
-#   scripts/install.sh test      the above + trainer and test dependencies
+#   scripts/install.sh test      the above + trainer, Ray and test dependencies
 #
 # Environment: ASSAY_VENV (default .venv in the repository).
 set -euo pipefail
@@ -27,6 +27,6 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 extras="service"
 if [ "$what" = test ]; then
-  extras="service,trainer,test"
+  extras="service,trainer,ray,test"
 fi
 "$VENV/bin/python" -m pip install -q -e ".[${extras}]"

@@ -17,9 +17,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
-from sandboxes.factory import create_sandbox
 from service.config import Settings
 from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
+from service.env_sessions import EnvSessionStore
+from service.executors import LocalExecutor, create_executor
 from service.metrics import Metrics
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
@@ -100,21 +101,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = AuditStore(settings.database_url)
-        sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
-                                 unsafe_no_isolation=settings.unsafe_no_isolation)
+        executor = create_executor(settings)
+        # Under `ray` this replica runs no untrusted work: it has no sandbox of its own.
+        sandbox = executor.sandbox if isinstance(executor, LocalExecutor) else None
         metrics = Metrics()
-        engine = Engine(settings, store, sandbox, metrics)
+        engine = Engine(settings, store, sandbox, metrics, executor)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine
+        app.state.env_sessions = EnvSessionStore(store, settings)
         if settings.task_pack is not None:
             log.info("loaded %d tasks from %s", load_task_pack(engine, settings.task_pack), settings.task_pack)
-        for name in registry.names():
-            registry.get(name).warm(VerifyContext(sandbox))
+        if sandbox is not None:
+            for name in registry.names():
+                registry.get(name).warm(VerifyContext(sandbox))
         try:
             yield
         finally:
-            for name in registry.names():
-                registry.get(name).close(VerifyContext(sandbox))
-            sandbox.close()
+            if sandbox is not None:
+                for name in registry.names():
+                    registry.get(name).close(VerifyContext(sandbox))
+            executor.close()
             store.engine.dispose()
 
     app = FastAPI(

@@ -127,6 +127,8 @@ def _export(store: Any, filters: dict[str, Any], out: Any) -> None:
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    import anyio
+
     from sandboxes.factory import create_sandbox
     from service.engine import Engine, TaskNotFound
     from service.metrics import Metrics
@@ -134,7 +136,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
                              unsafe_no_isolation=settings.unsafe_no_isolation)
     try:
-        result = Engine(settings, _store(settings), sandbox, Metrics()).replay(args.record_id)
+        result = anyio.run(Engine(settings, _store(settings), sandbox, Metrics()).replay, args.record_id)
     except TaskNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

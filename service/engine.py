@@ -7,17 +7,18 @@ import hashlib
 import json
 import logging
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from sandboxes.base import Sandbox, SandboxBusy, SandboxError
+from sandboxes.base import Sandbox
 from service.advantages import group_advantages
 from service.auth import Caller
 from service.config import Settings
+from service.executors import Executor, JudgeJob, LocalExecutor
+from service.judging import Judged
 from service.metrics import Metrics
 from service.schemas import (
     ComponentOut,
@@ -33,7 +34,7 @@ from service.schemas import (
 )
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
 from verifiers import registry
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, hard, sha256_text
+from verifiers.base import TaskBase, Verdict, Verifier, sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -64,23 +65,21 @@ class Resolved:
         self.public = self.task.public_view()
 
 
-@dataclass
-class Judged:
-    outcome: Outcome
-    duration_ms: float
-
-
 def request_hash(payload: Any) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class Engine:
-    def __init__(self, settings: Settings, store: AuditStore, sandbox: Sandbox, metrics: Metrics) -> None:
+    def __init__(self, settings: Settings, store: AuditStore, sandbox: Sandbox | None, metrics: Metrics,
+                 executor: Executor | None = None) -> None:
         self.settings = settings
         self.store = store
         self.sandbox = sandbox
         self.metrics = metrics
-        self._limiter = anyio.CapacityLimiter(settings.verify_threads)
+        if executor is None:
+            assert sandbox is not None, "the local executor needs a sandbox"
+            executor = LocalExecutor(sandbox, settings.verify_threads)
+        self.executor = executor
         self._inflight = 0
         self._inflight_lock = threading.Lock()
 
@@ -141,58 +140,30 @@ class Engine:
 
     # ------------------------------------------------------------ verification
 
+    @staticmethod
+    def job(resolved: Resolved, responses: list[str]) -> JudgeJob:
+        return JudgeJob(resolved.verifier, resolved.task, resolved.raw, responses,
+                        reveal_hidden=resolved.task_id is None)
+
     def judge(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        """Blocking: run the verifier; never raises for a response's own behaviour."""
-        verifier = resolved.verifier
-        ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None)
-        started = time.perf_counter()
-        try:
-            if type(verifier).verify_many is not Verifier.verify_many:
-                outcomes = verifier.verify_many(resolved.task, responses, ctx)
-                per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
-                return [Judged(o, per) for o in outcomes]
-            return [self._judge_one(verifier, resolved.task, r, ctx) for r in responses]
-        except TaskInvalid:
-            raise
-        except Exception as exc:  # infrastructure or verifier bug: reported, never a reward
-            per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
-            return [Judged(self._error_outcome(verifier, exc), per) for _ in responses]
-
-    def _judge_one(self, verifier: Verifier, task: TaskBase, response: str, ctx: VerifyContext) -> Judged:
-        started = time.perf_counter()
-        try:
-            outcome = verifier.verify(task, response, ctx)
-        except TaskInvalid:
-            raise
-        except Exception as exc:
-            outcome = self._error_outcome(verifier, exc)
-        return Judged(outcome, (time.perf_counter() - started) * 1000)
-
-    def _error_outcome(self, verifier: Verifier, exc: Exception) -> Outcome:
-        kind = "sandbox_error" if isinstance(exc, SandboxError) else "verifier_error"
-        if isinstance(exc, SandboxBusy):
-            kind = "sandbox_busy"
-        log.exception("verification failed in %s", verifier.name, exc_info=exc)
-        self.metrics.inc("assay_errors_total", verifier=verifier.name, kind=kind)
-        return Outcome(Verdict.error, [hard("correctness", False)],
-                       {"error": kind, "message": f"{type(exc).__name__}: {str(exc)[:500]}"}, flags=[kind])
+        """Blocking, in this process's sandbox (the CLI's local verify)."""
+        assert isinstance(self.executor, LocalExecutor), "blocking judge needs the local executor"
+        return self._counted(resolved, self.executor.judge_now(self.job(resolved, responses)))
 
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        verifier = resolved.verifier
-        if type(verifier).verify_many is not Verifier.verify_many or len(responses) == 1:
-            return await anyio.to_thread.run_sync(self.judge, resolved, responses, limiter=self._limiter)
-        results: list[list[Judged]] = [[] for _ in responses]
+        return self._counted(resolved, await self.executor.judge(self.job(resolved, responses)))
 
-        async def one(i: int) -> None:
-            results[i] = await anyio.to_thread.run_sync(self.judge, resolved, [responses[i]], limiter=self._limiter)
-
-        async with anyio.create_task_group() as tg:
-            for i in range(len(responses)):
-                tg.start_soon(one, i)
-        return [r[0] for r in results]
+    def _counted(self, resolved: Resolved, judged: list[Judged]) -> list[Judged]:
+        for one in judged:
+            if one.outcome.verdict is Verdict.error:
+                kind = str(one.outcome.evidence.get("error", "verifier_error"))
+                self.metrics.inc("assay_errors_total", verifier=resolved.verifier.name, kind=kind)
+        return judged
 
     def _row(self, resolved: Resolved, response: str, judged: Judged, caller: Caller, request_id: str | None,
-             group_id: str | None, group_index: int | None) -> RecordRow:
+             group_id: str | None, group_index: int | None, submission: tuple[str, int]) -> RecordRow:
+        """`submission` is (this request's id, the response's index in it): unique in the store, so
+        no response of a request is ever logged twice, whatever an executor retried."""
         outcome = judged.outcome
         reward = outcome.reward(resolved.task)
         self.metrics.inc("assay_verifications_total", verifier=resolved.verifier.name, verdict=outcome.verdict.value)
@@ -213,11 +184,13 @@ class Engine:
             verdict=outcome.verdict.value,
             evidence=outcome.evidence,
             flags=sorted(set(outcome.flags)),
-            sandbox_backend=self.sandbox.name,
+            sandbox_backend=self.executor.backend,
             usage=outcome.usage,
             duration_ms=round(judged.duration_ms, 3),
             group_id=group_id,
             group_index=group_index,
+            submission_id=submission[0],
+            submission_index=submission[1],
         )
 
     @staticmethod
@@ -244,7 +217,7 @@ class Engine:
             judged = (await self._judge_async(resolved, [req.response]))[0]
         finally:
             self._release(1)
-        row = self._row(resolved, req.response, judged, caller, req.request_id, None, None)
+        row = self._row(resolved, req.response, judged, caller, req.request_id, None, None, (uuid.uuid4().hex, 0))
         try:
             await anyio.to_thread.run_sync(self.store.append, [row], [self._blob(resolved)])
         except Exception as exc:
@@ -286,9 +259,10 @@ class Engine:
             self._release(total)
         rows: list[RecordRow] = []
         out: list[GroupResult] = []
+        submission_id = uuid.uuid4().hex
         for group, res, group_judged in zip(req.groups, resolved, judged, strict=True):
             group_id = group.group_id or uuid.uuid4().hex
-            group_rows = [self._row(res, response, j, caller, None, group_id, index)
+            group_rows = [self._row(res, response, j, caller, None, group_id, index, (submission_id, len(rows) + index))
                           for index, (response, j) in enumerate(zip(group.responses, group_judged, strict=True))]
             rows += group_rows
             rewards = [r.reward for r in group_rows]
@@ -316,19 +290,20 @@ class Engine:
 
     # ----------------------------------------------------------------- replay
 
-    def replay(self, record_id: str) -> ReplayOut:
-        row = self.store.record(record_id)
+    async def replay(self, record_id: str) -> ReplayOut:
+        """Re-run a record's logged inputs through the executor (never on the replica under `ray`)."""
+        row = await anyio.to_thread.run_sync(self.store.record, record_id)
         if row is None:
             raise TaskNotFound(f"record {record_id!r} not found")
         if row.response is None:
             raise RequestInvalid("record: the response was not retained (retention=hash_only); cannot replay")
-        blob = self.store.task_blob(row.task_hash)
+        blob = await anyio.to_thread.run_sync(self.store.task_blob, row.task_hash)
         if blob is None:
             raise TaskNotFound(f"task content for record {record_id!r} is missing")
         verifier = registry.get(row.verifier)
         task = verifier.parse_task(blob.task)
         resolved = Resolved(verifier, task, row.task_id, row.task_hash, blob.task)
-        judged = self.judge(resolved, [row.response])[0]
+        judged = (await self._judge_async(resolved, [row.response]))[0]
         reward = judged.outcome.reward(task)
         return ReplayOut(record_id=row.id, original_verdict=row.verdict, replayed_verdict=judged.outcome.verdict.value,
                          original_reward=row.reward, replayed_reward=reward,

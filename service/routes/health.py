@@ -16,12 +16,12 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> Response:
-    """The audit store answers and the sandbox started."""
+    """The audit store answers and the executor (its sandbox, or the Ray cluster) started."""
     try:
         request.app.state.store.ping()
     except Exception as exc:
         return JSONResponse({"status": "unavailable", "detail": f"audit store: {exc}"[:300]}, status_code=503)
-    return JSONResponse({"status": "ready", "sandbox": request.app.state.sandbox.describe()})
+    return JSONResponse({"status": "ready", "sandbox": request.app.state.engine.executor.describe()})
 
 
 @router.get("/metrics", response_class=PlainTextResponse)

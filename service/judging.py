@@ -1,0 +1,80 @@
+"""Run a verifier over responses; every infrastructure failure becomes verdict `error`.
+
+Plain functions with no store, no metrics and no event loop: the local executor calls
+them in threads of the API process, and the Ray executor calls them inside Ray tasks on
+the sandbox nodes. Either way the same rules decide the verdict.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from sandboxes.base import SandboxBusy, SandboxError
+from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, hard
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Judged:
+    outcome: Outcome
+    duration_ms: float
+
+
+def shares_group_setup(verifier: Verifier) -> bool:
+    """A verifier that overrides `verify_many` shares sandbox set-up across a group, so its
+    group goes in one call; any other verifier's responses are judged one call each."""
+    return type(verifier).verify_many is not Verifier.verify_many
+
+
+def calls_for(verifier: Verifier, count: int) -> list[list[int]]:
+    """How a group of `count` responses is split into calls (lists of response indexes)."""
+    if count == 0:
+        return []
+    if shares_group_setup(verifier) or count == 1:
+        return [list(range(count))]
+    return [[i] for i in range(count)]
+
+
+def error_kind(exc: BaseException) -> str:
+    if isinstance(exc, SandboxBusy):
+        return "sandbox_busy"
+    return "sandbox_error" if isinstance(exc, SandboxError) else "verifier_error"
+
+
+def error_outcome(kind: str, exc: BaseException) -> Outcome:
+    """The outcome of a response whose verification failed for a reason not its own."""
+    return Outcome(Verdict.error, [hard("correctness", False)],
+                   {"error": kind, "message": f"{type(exc).__name__}: {str(exc)[:500]}"}, flags=[kind])
+
+
+def judge(verifier: Verifier, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Judged]:
+    """Blocking: judge responses in one call; never raises for a response's own behaviour.
+    TaskInvalid (the task itself is unusable) propagates: it is the caller's 4xx."""
+    started = time.perf_counter()
+    try:
+        if shares_group_setup(verifier):
+            outcomes = verifier.verify_many(task, responses, ctx)
+            per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
+            return [Judged(o, per) for o in outcomes]
+        return [_judge_one(verifier, task, r, ctx) for r in responses]
+    except TaskInvalid:
+        raise
+    except Exception as exc:  # infrastructure or verifier bug: reported, never a reward
+        per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
+        log.exception("verification failed in %s", verifier.name)
+        return [Judged(error_outcome(error_kind(exc), exc), per) for _ in responses]
+
+
+def _judge_one(verifier: Verifier, task: TaskBase, response: str, ctx: VerifyContext) -> Judged:
+    started = time.perf_counter()
+    try:
+        outcome = verifier.verify(task, response, ctx)
+    except TaskInvalid:
+        raise
+    except Exception as exc:
+        log.exception("verification failed in %s", verifier.name)
+        outcome = error_outcome(error_kind(exc), exc)
+    return Judged(outcome, (time.perf_counter() - started) * 1000)
