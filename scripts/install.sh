@@ -15,6 +15,10 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v setpriv >/dev/null || missing+=(util-linux)
+# The Ray tests run their cluster in a private network namespace (unshare, nsenter, ip).
+if [ "$what" = test ]; then
+  command -v ip >/dev/null || missing+=(iproute2)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install.sh: installing ${missing[*]}" >&2
   as_root apt-get update -qq

@@ -85,8 +85,10 @@ class LocalExecutor:
 
 def create_executor(settings: Settings) -> Executor:
     if settings.executor == "ray":
-        from service.ray_executor import RayExecutor
-
+        try:
+            from service.ray_executor import RayExecutor
+        except ModuleNotFoundError as exc:
+            raise RuntimeError("ASSAY_EXECUTOR=ray needs Ray: pip install .[service,ray]") from exc
         return RayExecutor(settings)
     from sandboxes.factory import create_sandbox
 

@@ -87,8 +87,7 @@ class WarmSandboxes:
 WARM = WarmSandboxes()
 
 
-@ray.remote
-def verify_on_node(spec: SandboxSpec, verifier_name: str, raw_task: dict[str, Any], responses: list[str],
+def judge_on_node(spec: SandboxSpec, verifier_name: str, raw_task: dict[str, Any], responses: list[str],
                    reveal_hidden: bool) -> NodeResult:
     node = socket.gethostname()
     verifier = registry.get(verifier_name)
@@ -101,3 +100,8 @@ def verify_on_node(spec: SandboxSpec, verifier_name: str, raw_task: dict[str, An
     except Exception as exc:  # the node's sandbox could not start: an infrastructure failure
         log.exception("sandbox on node %s failed", node)
         return NodeResult([Judged(error_outcome(error_kind(exc), exc), 0.0) for _ in responses], node=node)
+
+
+# Remote-wrapped under its own name, so that Ray pickles `judge_on_node` by reference (the
+# nodes import this module) rather than by value with this process's warm sandboxes.
+verify_on_node = ray.remote(judge_on_node)

@@ -28,6 +28,7 @@ from tests.conftest import REPO
 RAY = str(Path(sys.executable).with_name("ray"))
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 HEAD_PORT = 6380
+START_ATTEMPTS = 3
 # Notice a dead node within a few seconds instead of Ray's default half minute.
 FAST_HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "0", "RAY_health_check_period_ms": "500",
                       "RAY_health_check_timeout_ms": "500", "RAY_health_check_failure_threshold": "3"}
@@ -111,19 +112,43 @@ class RayCluster:
         self.head = net.start([RAY, "start", "--head", f"--port={HEAD_PORT}", "--num-cpus=0",
                                "--include-dashboard=false", f"--temp-dir={self.root / 't'}", *self.common],
                               self.env, self.root / "head.log")
-        self.wait_for(resources={})
+        self.wait_started(self.head, self.root / "head.log")
         self.nodes: list[subprocess.Popen[bytes]] = []
         for _ in range(nodes):
             self.add_node(sandbox_slots, node_cpus)
 
     def add_node(self, sandbox_slots: int = 1, cpus: int = 1) -> subprocess.Popen[bytes]:
-        before = self.sandbox_slots()
-        node = self.net.start([RAY, "start", f"--address={self.address}", f"--num-cpus={cpus}",
-                               f"--resources={json.dumps({'assay_sandbox': sandbox_slots})}", *self.common],
-                              self.env, self.root / f"node{len(self.nodes)}.log")
-        self.nodes.append(node)
-        self.wait_for({"assay_sandbox": before + sandbox_slots})
-        return node
+        log = self.root / f"node{len(self.nodes)}.log"
+        command = [RAY, "start", f"--address={self.address}", f"--num-cpus={cpus}",
+                   f"--resources={json.dumps({'assay_sandbox': sandbox_slots})}", *self.common]
+        # Ray gives a raylet a fixed 30 s to register; on a loaded 2-core machine it may
+        # need longer, so a node that gave up is started again.
+        for attempt in range(1, START_ATTEMPTS + 1):
+            node = self.net.start(command, self.env, log)
+            try:
+                self.wait_started(node, log)
+            except RuntimeError:
+                kill_tree(node.pid)
+                node.wait()
+                if attempt == START_ATTEMPTS:
+                    raise
+                continue
+            self.nodes.append(node)
+            return node
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def wait_started(proc: subprocess.Popen[bytes], log: Path, timeout: float = 240) -> None:
+        """`ray start --block` says so once its node has registered with the head."""
+        log_offset = log.read_text(errors="replace").count("Ray runtime started") if log.exists() else 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"ray start exited: {log.read_text()[-3000:]}")
+            if log.read_text(errors="replace").count("Ray runtime started") > log_offset:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"ray start did not finish in {timeout}s: {log.read_text()[-3000:]}")
 
     def sandbox_slots(self) -> float:
         return self.resources().get("assay_sandbox", 0)
@@ -138,7 +163,7 @@ class RayCluster:
             return {}
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    def wait_for(self, resources: dict[str, float], timeout: float = 90) -> None:
+    def wait_for(self, resources: dict[str, float], timeout: float = 240) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.head.poll() is not None:

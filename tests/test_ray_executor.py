@@ -280,6 +280,7 @@ def test_a_node_killed_mid_run_loses_no_response_and_logs_none_twice(
     assert len({(r.submission_id, r.submission_index) for r in rows}) == count and duplicates == 0
     assert recovery < 90
     # The cluster works on with one node; a node that joins again takes work.
+    cluster.wait_for({"assay_sandbox": 1})
     cluster.add_node()
     assert [r["verdict"] for r in post_groups(a, key, [{**group, "responses": [SLEEPER] * 2}])["groups"][0]
             ["results"]] == ["correct", "correct"]
