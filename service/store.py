@@ -49,7 +49,8 @@ class RecordRow(Base):
         Index("ix_records_task", "task_id"),
         UniqueConstraint("caller_key_id", "request_id", name="uq_records_caller_request"),
         # One record per response of a request, whatever an executor (a Ray task) retried.
-        UniqueConstraint("submission_id", "submission_index", name="uq_records_submission_index"),
+        # A unique index, not a constraint: SQLite adds one without rebuilding the table.
+        Index("uq_records_submission_index", "submission_id", "submission_index", unique=True),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

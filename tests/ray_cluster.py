@@ -32,6 +32,9 @@ START_ATTEMPTS = 3
 # Notice a dead node within a few seconds instead of Ray's default half minute.
 FAST_HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "0", "RAY_health_check_period_ms": "500",
                       "RAY_health_check_timeout_ms": "500", "RAY_health_check_failure_threshold": "3"}
+# Ray workers belong to one driver (API replica) and idle ones past the node's CPU count
+# are ended after a second: keep them, and their warm sandboxes, for every replica.
+KEEP_WARM_WORKERS = {"RAY_num_workers_soft_limit": "8", "RAY_idle_worker_killing_time_threshold_ms": "600000"}
 
 
 def descendants(pid: int) -> list[int]:
@@ -105,7 +108,7 @@ class RayCluster:
         (self.root / "home").mkdir()
         self.address = f"127.0.0.1:{HEAD_PORT}"
         self.env = {**os.environ, "HOME": str(self.root / "home"), "RAY_USAGE_STATS_ENABLED": "0",
-                    "RAY_DISABLE_DOCKER_CPU_WARNING": "1", **FAST_HEALTH_CHECKS}
+                    "RAY_DISABLE_DOCKER_CPU_WARNING": "1", **FAST_HEALTH_CHECKS, **KEEP_WARM_WORKERS}
         self.env.pop("RAY_ADDRESS", None)
         self.common = ["--block", "--node-ip-address=127.0.0.1", f"--object-store-memory={OBJECT_STORE_BYTES}",
                        "--disable-usage-stats"]

@@ -57,7 +57,9 @@ def parametrized(test: Any, name: str) -> list[Any]:
 
 
 def hostile_groups() -> dict[str, dict[str, Any]]:
-    """The hostile cases of every verifier, each group ending with an honest response."""
+    """The hostile cases of every verifier, each group ending with an honest response.
+    `allowed` lists, per response, the verdicts its own test accepts where it accepts more
+    than one (a fork bomb may hit the process limit or the clock first)."""
     tool_task = transfer_task()
     malformed = parametrized(tool_state_traps.test_malformed_json, "response")
     # Longer than the HTTP limit: refused with a 422 before any executor sees it.
@@ -66,17 +68,17 @@ def hostile_groups() -> dict[str, dict[str, Any]]:
                    for tool in parametrized(tool_state_traps.test_tool_that_does_not_exist, "tool")]
     tool_traps += [dumps_trace([GOLD_TRANSFER], message)
                    for message in parametrized(tool_state_traps.test_spraying_values_in_the_final_message, "message")]
-    tool_traps += [dumps_trace([call("get_balance", account_id="A3"), GOLD_TRANSFER], "Done, your balance is 450."),
-                   dumps_trace([], "Done, your balance is 450.")]
     sql_task = {"dialect": "sqlite", "schema": SQL_SCHEMA, "instances": SQL_INSTANCES, "gold": SQL_HONEST}
     return {
         "math": {"verifier": "math", "task": {"answer": "1"}, "responses": [*HOSTILE_MATH, r"\boxed{1}"]},
         "code_assert": {"verifier": "code", "task": ASSERT_TASK,
                         "responses": [fenced("python", c) for c, _ in ASSERT_EXPLOITS.values()]
-                        + [fenced("python", HONEST_ASSERT)]},
+                        + [fenced("python", HONEST_ASSERT)],
+                        "allowed": [{v.value for v in vs} for _, vs in ASSERT_EXPLOITS.values()] + [{"correct"}]},
         "code_io": {"verifier": "code", "task": IO_TASK,
                     "responses": [fenced("python", c) for c, _ in IO_EXPLOITS.values()]
-                    + [fenced("python", HONEST_IO)]},
+                    + [fenced("python", HONEST_IO)],
+                    "allowed": [{v.value for v in vs} for _, vs in IO_EXPLOITS.values()] + [{"correct"}]},
         "sql": {"verifier": "sql", "task": sql_task,
                 "responses": [fenced("sql", a) for a in SQL_ATTACKS.values()] + [SQL_HONEST]},
         "tool_state": {"verifier": "tool_state", "task": tool_task, "responses": [*tool_traps, honest_response()]},
@@ -153,14 +155,20 @@ def post_groups(server: UdsServer, key: str, groups: list[dict[str, Any]], **hea
 
 @pytest.mark.parametrize("family", sorted(hostile_groups()))
 def test_hostile_cases_get_the_same_verdicts_on_ray_as_on_local(servers: dict[str, Any], family: str) -> None:
-    group = hostile_groups()[family]
+    case = hostile_groups()[family]
+    allowed = case.pop("allowed", None) or [set() for _ in case["responses"]]
+    group = case
     key = servers["key"]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         on_ray, on_local = pool.map(lambda s: post_groups(s, key, [group])["groups"][0],
                                     (servers["a"], servers["local"]))
     ray_verdicts = [r["verdict"] for r in on_ray["results"]]
     local_verdicts = [r["verdict"] for r in on_local["results"]]
-    assert ray_verdicts == local_verdicts, list(zip(group["responses"], ray_verdicts, local_verdicts, strict=True))
+    differ = [(response[:80], on_ray_v, on_local_v)
+              for response, on_ray_v, on_local_v, either in zip(group["responses"], ray_verdicts, local_verdicts,
+                                                               allowed, strict=True)
+              if on_ray_v != on_local_v and not (len(either) > 1 and {on_ray_v, on_local_v} <= either)]
+    assert not differ, differ
     assert on_ray["rewards"] == on_local["rewards"]
     # Every hostile case gets nothing, the honest answer after them gets its reward,
     # and no hostile case was an infrastructure failure on either executor.
