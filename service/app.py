@@ -112,13 +112,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info("loaded %d tasks from %s", load_task_pack(engine, settings.task_pack), settings.task_pack)
         if sandbox is not None:
             for name in registry.names():
-                registry.get(name).warm(VerifyContext(sandbox))
+                registry.get(name).warm(VerifyContext(sandbox, services=settings.verifier_services))
         try:
             yield
         finally:
             if sandbox is not None:
                 for name in registry.names():
-                    registry.get(name).close(VerifyContext(sandbox))
+                    registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
             executor.close()
             store.engine.dispose()
 

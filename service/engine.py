@@ -78,7 +78,7 @@ class Engine:
         self.metrics = metrics
         if executor is None:
             assert sandbox is not None, "the local executor needs a sandbox"
-            executor = LocalExecutor(sandbox, settings.verify_threads)
+            executor = LocalExecutor(sandbox, settings.verify_threads, settings.verifier_services)
         self.executor = executor
         self._inflight = 0
         self._inflight_lock = threading.Lock()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -57,17 +58,21 @@ async def gather_calls(job: JudgeJob, run: Any) -> list[Judged]:
 class LocalExecutor:
     """Threads of this process, bounded by `verify_threads`, on this process's sandbox."""
 
-    def __init__(self, sandbox: Sandbox, threads: int) -> None:
+    def __init__(self, sandbox: Sandbox, threads: int, services: Mapping[str, str] | None = None) -> None:
         self.sandbox = sandbox
+        self.services = dict(services or {})
         self.backend = sandbox.name
         self._limiter = anyio.CapacityLimiter(threads)
 
     def judge_now(self, job: JudgeJob) -> list[Judged]:
         """Blocking, in the calling thread (CLI and replay)."""
-        return judge(job.verifier, job.task, job.responses, VerifyContext(self.sandbox, job.reveal_hidden))
+        return judge(job.verifier, job.task, job.responses, self._context(job))
+
+    def _context(self, job: JudgeJob) -> VerifyContext:
+        return VerifyContext(self.sandbox, job.reveal_hidden, services=self.services)
 
     async def judge(self, job: JudgeJob) -> list[Judged]:
-        ctx = VerifyContext(self.sandbox, job.reveal_hidden)
+        ctx = self._context(job)
 
         async def run(indexes: list[int]) -> list[Judged]:
             responses = [job.responses[i] for i in indexes]
@@ -94,7 +99,7 @@ def create_executor(settings: Settings) -> Executor:
 
     sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
                              unsafe_no_isolation=settings.unsafe_no_isolation)
-    return LocalExecutor(sandbox, settings.verify_threads)
+    return LocalExecutor(sandbox, settings.verify_threads, settings.verifier_services)
 
 
 def failed_calls(job: JudgeJob, indexes: list[int], kind: str, exc: BaseException) -> list[Judged]:

@@ -34,7 +34,7 @@ class RayExecutor:
         self.timeout_s = settings.ray_task_timeout_s
         self.backend = f"ray/{settings.sandbox}"
         self.spec = SandboxSpec(settings.sandbox, settings.ray_sandbox_workers, settings.sandbox_image,
-                                settings.unsafe_no_isolation)
+                                settings.unsafe_no_isolation, tuple(sorted(settings.verifier_services.items())))
         self._remote = verify_on_node.options(num_cpus=0, resources={SANDBOX_RESOURCE: 1},
                                               max_retries=settings.ray_max_retries, retry_exceptions=False)
 

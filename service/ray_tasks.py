@@ -36,12 +36,18 @@ SANDBOX_RESOURCE = "assay_sandbox"
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """How the node builds its sandbox: the replica's settings, passed as plain values."""
+    """How the node builds its sandbox and verifier context: the replica's settings, passed
+    as plain values (nodes read no Assay settings of their own)."""
 
     backend: str
     workers: int
     image: str
     unsafe_no_isolation: bool = False
+    # External services verifiers may use (VerifyContext.services), as sorted pairs.
+    services: tuple[tuple[str, str], ...] = ()
+
+    def context(self, sandbox: Sandbox, reveal_hidden: bool = True) -> VerifyContext:
+        return VerifyContext(sandbox, reveal_hidden, services=dict(self.services))
 
 
 @dataclass
@@ -67,7 +73,7 @@ class WarmSandboxes:
                 box = self._boxes[spec] = create_sandbox(spec.backend, workers=spec.workers, image=spec.image,
                                                          unsafe_no_isolation=spec.unsafe_no_isolation)
             if (spec, verifier_name) not in self._warmed:
-                registry.get(verifier_name).warm(VerifyContext(box))
+                registry.get(verifier_name).warm(spec.context(box))
                 self._warmed.add((spec, verifier_name))
             return box
 
@@ -75,7 +81,7 @@ class WarmSandboxes:
         with self._lock:
             for spec, name in self._warmed:
                 try:
-                    registry.get(name).close(VerifyContext(self._boxes[spec]))
+                    registry.get(name).close(spec.context(self._boxes[spec]))
                 except Exception:  # closing at exit: report, go on
                     log.exception("closing verifier %s", name)
             for box in self._boxes.values():
@@ -94,7 +100,7 @@ def judge_on_node(spec: SandboxSpec, verifier_name: str, raw_task: dict[str, Any
     try:
         task = verifier.parse_task(raw_task)
         box = WARM.get(spec, verifier_name)
-        return NodeResult(judge(verifier, task, responses, VerifyContext(box, reveal_hidden)), node=node)
+        return NodeResult(judge(verifier, task, responses, spec.context(box, reveal_hidden)), node=node)
     except TaskInvalid as exc:
         return NodeResult(task_invalid=str(exc), node=node)
     except Exception as exc:  # the node's sandbox could not start: an infrastructure failure

@@ -1,5 +1,8 @@
 """The audit store (SQLAlchemy 2): append-only records, API keys, tasks, idempotency.
 
+The schema is owned by the Alembic revisions in service/migrations: a change to these
+models needs a revision there (tests/test_migrations.py compares the two).
+
 SQLite (WAL, synchronous=FULL) by default, Postgres by URL. Nothing here updates or
 deletes a record: the store offers no method that could.
 """
@@ -29,6 +32,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from service import migrations
 
 
 class Base(DeclarativeBase):
@@ -158,8 +163,8 @@ class AuditStore:
         self.engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        Base.metadata.create_all(self.engine)
-        _forbid_record_changes(self.engine)
+        # A new database is created at head; one behind head is refused (`assay db upgrade`).
+        migrations.prepare(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def session(self) -> Session:
@@ -282,31 +287,6 @@ class AuditStore:
         if row.request_hash != request_hash:
             raise IdempotencyConflict(f"Idempotency-Key {key!r} was already used for a different request")
         return row.response
-
-
-_APPEND_ONLY = {
-    "sqlite": [
-        "CREATE TRIGGER IF NOT EXISTS records_append_only_update BEFORE UPDATE ON records "
-        "BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END",
-        "CREATE TRIGGER IF NOT EXISTS records_append_only_delete BEFORE DELETE ON records "
-        "BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END",
-    ],
-    "postgresql": [
-        "CREATE OR REPLACE FUNCTION assay_records_append_only() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN RAISE EXCEPTION 'audit records are append-only'; END $$",
-        "DROP TRIGGER IF EXISTS records_append_only ON records",
-        "CREATE TRIGGER records_append_only BEFORE UPDATE OR DELETE ON records "
-        "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
-    ],
-}
-
-
-def _forbid_record_changes(engine: Any) -> None:
-    """The database itself refuses UPDATE and DELETE on records, whoever connects."""
-    statements = _APPEND_ONLY.get(engine.dialect.name, [])
-    with engine.begin() as conn:
-        for statement in statements:
-            conn.exec_driver_sql(statement)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
