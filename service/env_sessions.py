@@ -143,10 +143,9 @@ class EnvSessionStore:
         row = self.get(env_id, key_id)
         if row.result is not None:
             return row
-        # A claim older than the idle time is from a replica that died while finishing.
-        if row.finishing_since is not None and self.clock() - row.finishing_since < self.ttl_s:
-            raise EnvSessionConflict("the session is being finished by another request")
-        if not self._write(row, finishing_since=self.clock()):
+        # A replica that dies while finishing leaves its claim: the session then expires
+        # after the idle time, and the trace can still be sent to /v1/verify.
+        if row.finishing_since is not None or not self._write(row, finishing_since=self.clock()):
             raise EnvSessionConflict("the session is being finished by another request")
         return row
 
