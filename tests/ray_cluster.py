@@ -28,7 +28,7 @@ from tests.conftest import REPO
 RAY = str(Path(sys.executable).with_name("ray"))
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 HEAD_PORT = 6380
-START_ATTEMPTS = 3
+START_ATTEMPTS = 5
 # Notice a dead node within a few seconds instead of Ray's default half minute.
 FAST_HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "0", "RAY_health_check_period_ms": "500",
                       "RAY_health_check_timeout_ms": "500", "RAY_health_check_failure_threshold": "3"}
