@@ -35,7 +35,8 @@ from tests.test_tool_state_traps import call
 from verifiers.tool_state.examples import GOLD_TRANSFER, honest_response, transfer_task
 from verifiers.tool_state.trace import dumps_trace
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+# Setting up a cluster and three servers takes well over a minute on a loaded 2-core machine.
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(1200)]
 
 MAX_RESPONSE_CHARS = 100_000
 # Sleep-bound sandboxed work: each response waits in its sandbox, using no CPU.
