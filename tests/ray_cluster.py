@@ -112,13 +112,17 @@ class RayCluster:
         self.env.pop("RAY_ADDRESS", None)
         self.common = ["--block", "--node-ip-address=127.0.0.1", f"--object-store-memory={OBJECT_STORE_BYTES}",
                        "--disable-usage-stats"]
+        self.nodes: list[subprocess.Popen[bytes]] = []
         self.head = net.start([RAY, "start", "--head", f"--port={HEAD_PORT}", "--num-cpus=0",
                                "--include-dashboard=false", f"--temp-dir={self.root / 't'}", *self.common],
                               self.env, self.root / "head.log")
-        self.wait_started(self.head, self.root / "head.log")
-        self.nodes: list[subprocess.Popen[bytes]] = []
-        for _ in range(nodes):
-            self.add_node(sandbox_slots, node_cpus)
+        try:
+            self.wait_started(self.head, self.root / "head.log")
+            for _ in range(nodes):
+                self.add_node(sandbox_slots, node_cpus)
+        except BaseException:
+            self.close()  # nothing of a cluster that failed to start is left running
+            raise
 
     def add_node(self, sandbox_slots: int = 1, cpus: int = 1) -> subprocess.Popen[bytes]:
         log = self.root / f"node{len(self.nodes)}.log"
@@ -182,6 +186,8 @@ class RayCluster:
         return kill_tree(self.nodes[index].pid)
 
     def close(self) -> None:
+        # Ray's agents outlive a killed raylet: collect every descendant before anything stops.
+        everything = [pid for proc in [*self.nodes, self.head] for pid in descendants(proc.pid)]
         for proc in [*self.nodes, self.head]:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -191,8 +197,9 @@ class RayCluster:
             except subprocess.TimeoutExpired:
                 kill_tree(proc.pid)
                 proc.wait()
-        for proc in [*self.nodes, self.head]:
-            kill_tree(proc.pid)  # anything Ray left behind under our processes
+        for pid in everything:  # anything Ray left behind, by pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -216,6 +223,7 @@ class UdsServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
+        self.stop()
         raise RuntimeError(f"API server did not become ready: {self.log.read_text()[-3000:]}")
 
     def env(self) -> dict[str, str]:

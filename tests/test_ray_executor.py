@@ -136,12 +136,15 @@ def servers(net: PrivateNet, cluster: RayCluster, database: tuple[str, str],
     base = {"ASSAY_DATABASE_URL": url, "HOME": cluster.env["HOME"], "RAY_USAGE_STATS_ENABLED": "0",
             "ASSAY_MAX_RESPONSE_CHARS": str(MAX_RESPONSE_CHARS)}
     ray_env = {**base, "ASSAY_EXECUTOR": "ray", "ASSAY_RAY_ADDRESS": cluster.address}
-    started = [UdsServer(net, workdir, ray_env), UdsServer(net, workdir, ray_env),
-               UdsServer(net, workdir, {**base, "ASSAY_EXECUTOR": "local"})]
-    key = started[0].create_key("reward,audit,admin")
-    yield {"a": started[0], "b": started[1], "local": started[2], "key": key}
-    for server in started:
-        server.stop()
+    started: list[UdsServer] = []
+    try:
+        for env in (ray_env, ray_env, {**base, "ASSAY_EXECUTOR": "local"}):
+            started.append(UdsServer(net, workdir, env))
+        key = started[0].create_key("reward,audit,admin")
+        yield {"a": started[0], "b": started[1], "local": started[2], "key": key}
+    finally:
+        for server in started:
+            server.stop()
 
 
 def post_groups(server: UdsServer, key: str, groups: list[dict[str, Any]], **headers: str) -> dict[str, Any]:
