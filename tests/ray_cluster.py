@@ -113,11 +113,10 @@ class RayCluster:
         self.common = ["--block", "--node-ip-address=127.0.0.1", f"--object-store-memory={OBJECT_STORE_BYTES}",
                        "--disable-usage-stats"]
         self.nodes: list[subprocess.Popen[bytes]] = []
-        self.head = net.start([RAY, "start", "--head", f"--port={HEAD_PORT}", "--num-cpus=0",
-                               "--include-dashboard=false", f"--temp-dir={self.root / 't'}", *self.common],
-                              self.env, self.root / "head.log")
+        self.head = self.start([RAY, "start", "--head", f"--port={HEAD_PORT}", "--num-cpus=0",
+                                "--include-dashboard=false", f"--temp-dir={self.root / 't'}", *self.common],
+                               self.root / "head.log")
         try:
-            self.wait_started(self.head, self.root / "head.log")
             for _ in range(nodes):
                 self.add_node(sandbox_slots, node_cpus)
         except BaseException:
@@ -125,23 +124,25 @@ class RayCluster:
             raise
 
     def add_node(self, sandbox_slots: int = 1, cpus: int = 1) -> subprocess.Popen[bytes]:
-        log = self.root / f"node{len(self.nodes)}.log"
-        command = [RAY, "start", f"--address={self.address}", f"--num-cpus={cpus}",
-                   f"--resources={json.dumps({'assay_sandbox': sandbox_slots})}", *self.common]
-        # Ray gives a raylet a fixed 30 s to register; on a loaded 2-core machine it may
-        # need longer, so a node that gave up is started again.
+        node = self.start([RAY, "start", f"--address={self.address}", f"--num-cpus={cpus}",
+                           f"--resources={json.dumps({'assay_sandbox': sandbox_slots})}", *self.common],
+                          self.root / f"node{len(self.nodes)}.log")
+        self.nodes.append(node)
+        return node
+
+    def start(self, command: list[str], log: Path) -> subprocess.Popen[bytes]:
+        """`ray start --block`, again if it gave up: Ray gives a raylet a fixed 30 s to
+        register, which a loaded 2-core machine may not meet."""
         for attempt in range(1, START_ATTEMPTS + 1):
-            node = self.net.start(command, self.env, log)
+            proc = self.net.start(command, self.env, log)
             try:
-                self.wait_started(node, log)
+                self.wait_started(proc, log)
+                return proc
             except RuntimeError:
-                kill_tree(node.pid)
-                node.wait()
+                kill_tree(proc.pid)
+                proc.wait()
                 if attempt == START_ATTEMPTS:
                     raise
-                continue
-            self.nodes.append(node)
-            return node
         raise AssertionError("unreachable")
 
     @staticmethod
