@@ -156,8 +156,10 @@ class Engine:
     def _counted(self, resolved: Resolved, judged: list[Judged]) -> list[Judged]:
         for one in judged:
             if one.outcome.verdict is Verdict.error:
-                kind = str(one.outcome.evidence.get("error", "verifier_error"))
-                self.metrics.inc("assay_errors_total", verifier=resolved.verifier.name, kind=kind)
+                evidence = one.outcome.evidence
+                self.metrics.inc("assay_errors_total", verifier=resolved.verifier.name,
+                                 kind=str(evidence.get("error", "verifier_error")),
+                                 cause=str(evidence.get("error_cause", "verifier_failed")))
         return judged
 
     def _row(self, resolved: Resolved, response: str, judged: Judged, caller: Caller, request_id: str | None,

@@ -95,10 +95,9 @@ def create_executor(settings: Settings) -> Executor:
         except ModuleNotFoundError as exc:
             raise RuntimeError("ASSAY_EXECUTOR=ray needs Ray: pip install .[service,ray]") from exc
         return RayExecutor(settings)
-    from sandboxes.factory import create_sandbox
+    from service.config import build_sandbox
 
-    sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
-                             unsafe_no_isolation=settings.unsafe_no_isolation)
+    sandbox = build_sandbox(settings)
     return LocalExecutor(sandbox, settings.verify_threads, settings.verifier_services)
 
 

@@ -46,8 +46,11 @@ def error_kind(exc: BaseException) -> str:
 
 def error_outcome(kind: str, exc: BaseException) -> Outcome:
     """The outcome of a response whose verification failed for a reason not its own."""
+    # A stable word for the part that failed; sandbox messages are ours, never a job's text.
+    cause = getattr(exc, "cause", None) or ("executor_failed" if kind.startswith("executor") else "verifier_failed")
+    message = str(exc)[:500] if isinstance(exc, SandboxError) else f"the {cause.split('_')[0]} failed"
     return Outcome(Verdict.error, [hard("correctness", False)],
-                   {"error": kind, "message": f"{type(exc).__name__}: {str(exc)[:500]}"}, flags=[kind])
+                   {"error": kind, "error_cause": cause, "message": message}, flags=[kind])
 
 
 def judge(verifier: Verifier, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Judged]:
