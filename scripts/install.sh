@@ -15,6 +15,11 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v setpriv >/dev/null || missing+=(util-linux)
+# Debian splits venv/ensurepip out of python3.
+python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
+# The proof verifier reads Debian's Metamath databases; tests cross-check with its `metamath`.
+[ -f /usr/share/metamath/databases/set.mm ] || missing+=(metamath-databases)
+if [ "$what" = test ]; then command -v metamath >/dev/null || missing+=(metamath); fi
 # The Ray tests run their cluster in a private network namespace (unshare, nsenter, ip).
 if [ "$what" = test ]; then
   command -v ip >/dev/null || missing+=(iproute2)
@@ -22,7 +27,7 @@ fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install.sh: installing ${missing[*]}" >&2
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

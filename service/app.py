@@ -21,6 +21,7 @@ from service.config import Settings
 from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
 from service.env_sessions import EnvSessionStore
 from service.executors import LocalExecutor, create_executor
+from service.logs import RequestLog
 from service.metrics import Metrics
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
@@ -95,6 +96,12 @@ def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> J
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 
+def _count_request(scope: Scope, route: str, status: int) -> None:
+    metrics = getattr(scope["app"].state, "metrics", None)
+    if metrics is not None:
+        metrics.inc("assay_http_requests_total", route=route, status=str(status))
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
@@ -105,6 +112,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Under `ray` this replica runs no untrusted work: it has no sandbox of its own.
         sandbox = executor.sandbox if isinstance(executor, LocalExecutor) else None
         metrics = Metrics()
+        if sandbox is not None:
+            metrics.watch_sandbox(sandbox.pool_stats)
         engine = Engine(settings, store, sandbox, metrics, executor)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine
         app.state.env_sessions = EnvSessionStore(store, settings)
@@ -143,25 +152,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for exc_type, status in handlers:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))
 
-    @app.exception_handler(Saturated)
-    async def _saturated(_: Request, exc: Saturated) -> JSONResponse:
-        return _error(503, str(exc), {"Retry-After": str(settings.retry_after_s)})
+    for exc_type, reason in ((Saturated, "saturated"), (SandboxBusy, "sandbox_busy"),
+                             (SandboxUnavailable, "sandbox_unavailable")):
+        app.add_exception_handler(exc_type, lambda r, exc, reason=reason: _retry_later(r, exc, reason))
 
-    @app.exception_handler(SandboxBusy)
-    async def _busy(_: Request, exc: SandboxBusy) -> JSONResponse:
+    def _retry_later(request: Request, exc: Exception, reason: str) -> JSONResponse:
+        request.app.state.metrics.unavailable.labels(reason).inc()
         return _error(503, str(exc), {"Retry-After": str(settings.retry_after_s)})
-
-    @app.exception_handler(SandboxUnavailable)
-    async def _unavailable(_: Request, exc: SandboxUnavailable) -> JSONResponse:
-        return _error(503, str(exc), {"Retry-After": str(settings.retry_after_s)})
-
-    @app.middleware("http")
-    async def _count(request: Request, call_next):  # type: ignore[no-untyped-def]
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        request.app.state.metrics.inc("assay_http_requests_total", route=path, status=str(response.status_code))
-        return response
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(RequestLog, on_response=_count_request)  # outermost: logs 413s too
     return app

@@ -28,8 +28,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     except SchemaOutOfDate as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from service.logs import configure_logging
+
+    # JSON lines for uvicorn and the app alike; the app logs one line per request itself, so
+    # uvicorn's access log (which prints query strings, keys included) stays off.
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=10)
+                log_config=configure_logging(args.log_level), access_log=False, timeout_graceful_shutdown=10)
     return 0
 
 
@@ -37,7 +41,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     from sqlalchemy import create_engine
 
     from service import migrations
-    from service.db_roles import grant_service_role
+    from service.db_roles import RoleRefused, grant_service_role
 
     if args.db_command == "revision":
         print(migrations.new_revision(args.message))
@@ -51,7 +55,11 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
         before, after = migrations.upgrade(engine)
         print(f"audit database at revision {after} (was {before or 'none'})")
         if args.service_role:
-            grant_service_role(engine, args.service_role)
+            try:
+                grant_service_role(engine, args.service_role)
+            except RoleRefused as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
             print(f"role {args.service_role!r} may read and append records, never change them")
         return 0
     finally:

@@ -19,6 +19,7 @@ from service.auth import Caller
 from service.config import Settings
 from service.executors import Executor, JudgeJob, LocalExecutor
 from service.judging import Judged
+from service.logs import log_verification
 from service.metrics import Metrics
 from service.schemas import (
     ComponentOut,
@@ -148,19 +149,10 @@ class Engine:
     def judge(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
         """Blocking, in this process's sandbox (the CLI's local verify)."""
         assert isinstance(self.executor, LocalExecutor), "blocking judge needs the local executor"
-        return self._counted(resolved, self.executor.judge_now(self.job(resolved, responses)))
+        return self.executor.judge_now(self.job(resolved, responses))
 
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        return self._counted(resolved, await self.executor.judge(self.job(resolved, responses)))
-
-    def _counted(self, resolved: Resolved, judged: list[Judged]) -> list[Judged]:
-        for one in judged:
-            if one.outcome.verdict is Verdict.error:
-                evidence = one.outcome.evidence
-                self.metrics.inc("assay_errors_total", verifier=resolved.verifier.name,
-                                 kind=str(evidence.get("error", "verifier_error")),
-                                 cause=str(evidence.get("error_cause", "verifier_failed")))
-        return judged
+        return await self.executor.judge(self.job(resolved, responses))
 
     def _row(self, resolved: Resolved, response: str, judged: Judged, caller: Caller, request_id: str | None,
              group_id: str | None, group_index: int | None, submission: tuple[str, int]) -> RecordRow:
@@ -168,9 +160,9 @@ class Engine:
         no response of a request is ever logged twice, whatever an executor retried."""
         outcome = judged.outcome
         reward = outcome.reward(resolved.task)
-        self.metrics.inc("assay_verifications_total", verifier=resolved.verifier.name, verdict=outcome.verdict.value)
-        self.metrics.observe("assay_verification_seconds", judged.duration_ms / 1000, verifier=resolved.verifier.name)
-        return RecordRow(
+        self.metrics.verification(resolved.verifier.name, outcome.verdict.value, judged.duration_ms / 1000,
+                                  outcome.flags, outcome.evidence)
+        row = RecordRow(
             id=new_record_id(),
             request_id=request_id,
             caller_key_id=caller.key_id,
@@ -194,6 +186,8 @@ class Engine:
             submission_id=submission[0],
             submission_index=submission[1],
         )
+        log_verification(row)
+        return row
 
     @staticmethod
     def result_of(row: RecordRow) -> VerifyResult:

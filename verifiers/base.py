@@ -55,6 +55,15 @@ def hard(name: str, ok: bool) -> Component:
     return Component(name, 1.0 if ok else 0.0, True)
 
 
+def gated_verdict(format_ok: bool, compliant: bool, correct: bool) -> Verdict:
+    """The verdict of the three hard gates, the first failing one deciding."""
+    if not format_ok:
+        return Verdict.invalid_format
+    if not compliant:
+        return Verdict.violation
+    return Verdict.correct if correct else Verdict.incorrect
+
+
 def soft(name: str, value: float) -> Component:
     return Component(name, min(1.0, max(0.0, float(value))), False)
 

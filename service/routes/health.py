@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from service.metrics import CONTENT_TYPE
+
 router = APIRouter(tags=["operations"])
 
 
@@ -25,5 +27,6 @@ async def readyz(request: Request) -> Response:
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-async def metrics(request: Request) -> PlainTextResponse:
-    return PlainTextResponse(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4")
+async def metrics(request: Request) -> Response:
+    """Prometheus exposition (prometheus_client)."""
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
