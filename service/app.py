@@ -17,8 +17,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
-from service.config import Settings, build_sandbox
+from service.config import Settings
 from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
+from service.env_sessions import EnvSessionStore
+from service.executors import LocalExecutor, create_executor
 from service.logs import RequestLog
 from service.metrics import Metrics
 from service.openapi import add_links
@@ -107,21 +109,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = AuditStore(settings.database_url)
-        sandbox = build_sandbox(settings)
+        executor = create_executor(settings)
+        # Under `ray` this replica runs no untrusted work: it has no sandbox of its own.
+        sandbox = executor.sandbox if isinstance(executor, LocalExecutor) else None
         metrics = Metrics()
-        metrics.watch_sandbox(sandbox.pool_stats)
-        engine = Engine(settings, store, sandbox, metrics)
+        if sandbox is not None:
+            metrics.watch_sandbox(sandbox.pool_stats)
+        engine = Engine(settings, store, sandbox, metrics, executor)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine
+        app.state.env_sessions = EnvSessionStore(store, settings)
         if settings.task_pack is not None:
             log.info("loaded %d tasks from %s", load_task_pack(engine, settings.task_pack), settings.task_pack)
-        for name in registry.names():
-            registry.get(name).warm(VerifyContext(sandbox, services=settings.verifier_services))
+        if sandbox is not None:
+            for name in registry.names():
+                registry.get(name).warm(VerifyContext(sandbox, services=settings.verifier_services))
         try:
             yield
         finally:
-            for name in registry.names():
-                registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
-            sandbox.close()
+            if sandbox is not None:
+                for name in registry.names():
+                    registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
+            executor.close()
             store.engine.dispose()
 
     app = FastAPI(

@@ -167,12 +167,14 @@ def _export(store: Any, filters: dict[str, Any], out: Any) -> None:
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    import anyio
+
     from service.engine import Engine, TaskNotFound
     from service.metrics import Metrics
 
     sandbox = build_sandbox(settings)
     try:
-        result = Engine(settings, _store(settings), sandbox, Metrics()).replay(args.record_id)
+        result = anyio.run(Engine(settings, _store(settings), sandbox, Metrics()).replay, args.record_id)
     except TaskNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

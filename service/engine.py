@@ -8,7 +8,6 @@ import json
 import logging
 import re
 import threading
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,10 +15,12 @@ from typing import Any, TypeVar
 
 import anyio
 
-from sandboxes.base import Sandbox, SandboxBusy, SandboxError, SandboxUnavailable
+from sandboxes.base import Sandbox
 from service.advantages import group_advantages
 from service.auth import Caller
 from service.config import Settings
+from service.executors import Executor, JudgeJob, LocalExecutor
+from service.judging import Judged
 from service.logs import log_verification
 from service.metrics import Metrics
 from service.schemas import (
@@ -38,17 +39,7 @@ from service.schemas import (
 )
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
 from verifiers import registry
-from verifiers.base import (
-    Outcome,
-    TaskBase,
-    TaskInvalid,
-    UnknownVerifier,
-    Verdict,
-    Verifier,
-    VerifyContext,
-    hard,
-    sha256_text,
-)
+from verifiers.base import TaskBase, TaskInvalid, UnknownVerifier, Verdict, Verifier, sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +59,6 @@ class RequestInvalid(ValueError):
 class RequestIdConflict(Exception):
     """A `request_id` was reused for a different request."""
 
-
-# Raised out of a verification instead of becoming an outcome: an invalid task is the
-# caller's error (4xx, or its group's error), and a busy or missing sandbox means no work
-# was done for the response, so the request is answered 503 + Retry-After and nothing is
-# logged: retrying it loses nothing. Every other failure is verdict `error`.
-NOT_AN_OUTCOME = (TaskInvalid, SandboxBusy, SandboxUnavailable)
 
 T = TypeVar("T")
 _TASK_PARTS = re.compile(r"(^|; )(task\b)")
@@ -116,23 +101,21 @@ class Resolved:
         self.public = self.task.public_view()
 
 
-@dataclass
-class Judged:
-    outcome: Outcome
-    duration_ms: float
-
-
 def request_hash(payload: Any) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class Engine:
-    def __init__(self, settings: Settings, store: AuditStore, sandbox: Sandbox, metrics: Metrics) -> None:
+    def __init__(self, settings: Settings, store: AuditStore, sandbox: Sandbox | None, metrics: Metrics,
+                 executor: Executor | None = None) -> None:
         self.settings = settings
         self.store = store
         self.sandbox = sandbox
         self.metrics = metrics
-        self._limiter = anyio.CapacityLimiter(settings.verify_threads)
+        if executor is None:
+            assert sandbox is not None, "the local executor needs a sandbox"
+            executor = LocalExecutor(sandbox, settings.verify_threads, settings.verifier_services)
+        self.executor = executor
         self._inflight = 0
         self._inflight_lock = threading.Lock()
 
@@ -193,58 +176,23 @@ class Engine:
 
     # ------------------------------------------------------------ verification
 
+    @staticmethod
+    def job(resolved: Resolved, responses: list[str]) -> JudgeJob:
+        return JudgeJob(resolved.verifier, resolved.task, resolved.raw, responses,
+                        reveal_hidden=resolved.task_id is None)
+
     def judge(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        """Blocking: run the verifier; never raises for a response's own behaviour
-        (only NOT_AN_OUTCOME failures leave it)."""
-        verifier = resolved.verifier
-        ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None,
-                            services=self.settings.verifier_services)
-        started = time.perf_counter()
-        try:
-            if verifier.judges_groups:
-                outcomes = verifier.verify_many(resolved.task, responses, ctx)
-                per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
-                return [Judged(o, per) for o in outcomes]
-            return [self._judge_one(verifier, resolved.task, r, ctx) for r in responses]
-        except NOT_AN_OUTCOME:
-            raise
-        except Exception as exc:  # infrastructure or verifier bug: reported, never a reward
-            per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
-            return [Judged(self._error_outcome(verifier, exc), per) for _ in responses]
-
-    def _judge_one(self, verifier: Verifier, task: TaskBase, response: str, ctx: VerifyContext) -> Judged:
-        started = time.perf_counter()
-        try:
-            outcome = verifier.verify(task, response, ctx)
-        except NOT_AN_OUTCOME:
-            raise
-        except Exception as exc:
-            outcome = self._error_outcome(verifier, exc)
-        return Judged(outcome, (time.perf_counter() - started) * 1000)
-
-    def _error_outcome(self, verifier: Verifier, exc: Exception) -> Outcome:
-        # A stable word for the part that failed. Sandbox messages are ours, never a job's
-        # text; other exception text can quote hidden task data, so it goes to the log only.
-        sandbox = isinstance(exc, SandboxError)
-        kind = "sandbox_error" if sandbox else "verifier_error"
-        cause = exc.cause if isinstance(exc, SandboxError) else "verifier_failed"
-        log.exception("verification failed in %s (%s)", verifier.name, cause, exc_info=exc)
-        # Counted once, by cause, where every result is counted (service.metrics.error_cause).
-        message = str(exc)[:500] if sandbox else f"the {verifier.name} verifier failed; the cause is in the service log"
-        return Outcome(Verdict.error, [hard("correctness", False)],
-                       {"error": kind, "error_cause": cause, "message": message}, flags=[kind])
+        """Blocking, in this process's sandbox (the CLI's local verify)."""
+        assert isinstance(self.executor, LocalExecutor), "blocking judge needs the local executor"
+        return self.executor.judge_now(self.job(resolved, responses))
 
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        if resolved.verifier.judges_groups or len(responses) == 1:
-            return await anyio.to_thread.run_sync(self.judge, resolved, responses, limiter=self._limiter)
-
-        def one(response: str) -> Callable[[], Awaitable[list[Judged]]]:
-            return lambda: anyio.to_thread.run_sync(self.judge, resolved, [response], limiter=self._limiter)
-
-        return [judged[0] for judged in await gather_or_abort([one(r) for r in responses])]
+        return await self.executor.judge(self.job(resolved, responses))
 
     def _row(self, resolved: Resolved, response: str, judged: Judged, caller: Caller, request_id: str | None,
-             group_id: str | None, group_index: int | None) -> RecordRow:
+             group_id: str | None, group_index: int | None, submission: tuple[str, int]) -> RecordRow:
+        """`submission` is (this request's id, the response's index in it): unique in the store, so
+        no response of a request is ever logged twice, whatever an executor retried."""
         outcome = judged.outcome
         reward = outcome.reward(resolved.task)
         self.metrics.verification(resolved.verifier.name, outcome.verdict.value, judged.duration_ms / 1000,
@@ -265,11 +213,13 @@ class Engine:
             verdict=outcome.verdict.value,
             evidence=outcome.evidence,
             flags=sorted(set(outcome.flags)),
-            sandbox_backend=self.sandbox.name,
+            sandbox_backend=self.executor.backend,
             usage=outcome.usage,
             duration_ms=round(judged.duration_ms, 3),
             group_id=group_id,
             group_index=group_index,
+            submission_id=submission[0],
+            submission_index=submission[1],
         )
         log_verification(row)
         return row
@@ -311,7 +261,7 @@ class Engine:
             raise self.caller_facing(resolved, exc) from None
         finally:
             self._release(1)
-        row = self._row(resolved, req.response, judged, caller, req.request_id, None, None)
+        row = self._row(resolved, req.response, judged, caller, req.request_id, None, None, (uuid.uuid4().hex, 0))
         try:
             await anyio.to_thread.run_sync(self.store.append, [row], [self._blob(resolved)])
         except Exception as exc:
@@ -353,11 +303,12 @@ class Engine:
         judged = await self._judge_groups(req, resolved)
         rows: list[RecordRow] = []
         out: list[GroupResult] = []
+        submission_id = uuid.uuid4().hex
         for index, (group, res, verdicts) in enumerate(zip(req.groups, resolved, judged, strict=True)):
             if isinstance(verdicts, GroupError):
                 out.append(self._failed_group(group, index, verdicts))
                 continue
-            group_rows, result = self._group_result(req, group, res, verdicts, caller)
+            group_rows, result = self._group_result(req, group, res, verdicts, caller, (submission_id, len(rows)))
             rows += group_rows
             out.append(result)
         response = GroupsResponse(groups=out)
@@ -412,9 +363,11 @@ class Engine:
             self._release(total)
 
     def _group_result(self, req: GroupsRequest, group: GroupSpec, resolved: Resolved, judged: list[Judged],
-                      caller: Caller) -> tuple[list[RecordRow], GroupResult]:
+                      caller: Caller, submission: tuple[str, int]) -> tuple[list[RecordRow], GroupResult]:
+        """`submission`: the request's submission id and the index of this group's first response in it."""
         group_id = group.group_id or uuid.uuid4().hex
-        rows = [self._row(resolved, response, j, caller, None, group_id, index)
+        submission_id, offset = submission
+        rows = [self._row(resolved, response, j, caller, None, group_id, index, (submission_id, offset + index))
                 for index, (response, j) in enumerate(zip(group.responses, judged, strict=True))]
         rewards = [r.reward for r in rows]
         include = [r.verdict != Verdict.error.value for r in rows]
@@ -451,20 +404,21 @@ class Engine:
 
     # ----------------------------------------------------------------- replay
 
-    def replay(self, record_id: str) -> ReplayOut:
-        row = self.store.record(record_id)
+    async def replay(self, record_id: str) -> ReplayOut:
+        """Re-run a record's logged inputs through the executor (never on the replica under `ray`)."""
+        row = await anyio.to_thread.run_sync(self.store.record, record_id)
         if row is None:
             raise TaskNotFound(f"record {record_id!r} not found")
         if row.response is None:
             raise RequestInvalid("record: the response was not retained (retention=hash_only); cannot replay")
-        blob = self.store.task_blob(row.task_hash)
+        blob = await anyio.to_thread.run_sync(self.store.task_blob, row.task_hash)
         if blob is None:
             raise TaskNotFound(f"task content for record {record_id!r} is missing")
         verifier = registry.get(row.verifier)
         task = verifier.parse_task(blob.task)
         resolved = Resolved(verifier, task, row.task_id, row.task_hash, blob.task)
         try:
-            judged = self.judge(resolved, [row.response])[0]
+            judged = (await self._judge_async(resolved, [row.response]))[0]
         except TaskInvalid as exc:
             raise self.caller_facing(resolved, exc) from None
         reward = judged.outcome.reward(task)

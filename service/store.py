@@ -55,6 +55,9 @@ class RecordRow(Base):
         Index("ix_records_group", "group_id"),
         Index("ix_records_task", "task_id"),
         UniqueConstraint("caller_key_id", "request_id", name="uq_records_caller_request"),
+        # One record per response of a request, whatever an executor (a Ray task) retried.
+        # A unique index, not a constraint: SQLite adds one without rebuilding the table.
+        Index("uq_records_submission_index", "submission_id", "submission_index", unique=True),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -79,6 +82,10 @@ class RecordRow(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     group_id: Mapped[str | None] = mapped_column(String(64))
     group_index: Mapped[int | None] = mapped_column(Integer)
+    # The request that produced the record (one id per /v1/verify or /v1/groups call) and
+    # the response's position in it.
+    submission_id: Mapped[str | None] = mapped_column(String(32))
+    submission_index: Mapped[int | None] = mapped_column(Integer)
 
 
 class TaskBlobRow(Base):
@@ -117,6 +124,25 @@ class IdempotencyRow(Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     response: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class EnvSessionRow(Base):
+    """A `/v1/envs` environment session, shared by every API replica. Not an audit record:
+    rows change as calls are made and go once they expire."""
+
+    __tablename__ = "env_sessions"
+    __table_args__ = (Index("ix_env_sessions_caller", "caller_key_id"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    caller_key_id: Mapped[str] = mapped_column(String(64))
+    opened: Mapped[dict] = mapped_column(JSON)  # the open request: verifier and task or task_id
+    calls: Mapped[list] = mapped_column(JSON)  # the calls made so far, as sent
+    trace_chars: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped by every change: a replica writes only over the version it read.
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    touched_at: Mapped[float] = mapped_column(Float)  # the session clock's time of the last use
+    finishing_since: Mapped[float | None] = mapped_column(Float)
+    result: Mapped[dict | None] = mapped_column(JSON)
 
 
 class TaskConflict(Exception):

@@ -22,7 +22,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> Response:
-    """The audit store answers and the sandbox started."""
+    """The audit store answers and the executor (its sandbox, or the Ray cluster) started."""
     try:
         await anyio.to_thread.run_sync(request.app.state.store.ping)
     except Exception:
@@ -30,7 +30,7 @@ async def readyz(request: Request) -> Response:
         log.exception("readiness check: the audit store does not answer")
         return JSONResponse({"status": "unavailable", "detail": "the audit store does not answer"},
                             status_code=503)
-    return JSONResponse({"status": "ready", "sandbox": request.app.state.sandbox.describe()})
+    return JSONResponse({"status": "ready", "sandbox": request.app.state.engine.executor.describe()})
 
 
 @router.get("/metrics", response_class=PlainTextResponse)

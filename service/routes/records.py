@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
@@ -73,4 +72,4 @@ def get_record(record_id: str, request: Request, _: Caller = Depends(require_sco
 @router.post("/{record_id}/replay", response_model=ReplayOut, responses={404: {"model": ErrorOut}})
 async def replay(record_id: str, request: Request, _: Caller = Depends(require_scope("audit"))) -> ReplayOut:
     """Re-run the logged inputs through the verifier; say whether the verdict is the same."""
-    return await anyio.to_thread.run_sync(request.app.state.engine.replay, record_id)
+    return await request.app.state.engine.replay(record_id)
