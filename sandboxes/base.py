@@ -207,5 +207,9 @@ class Sandbox(abc.ABC):
     def close(self) -> None:
         """Stop every worker and release resources."""
 
+    def pool_stats(self) -> dict[str, dict[str, int]]:
+        """Per warm pool: {"size", "idle", "in_use"} worker counts (empty where there are none)."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name}

@@ -158,10 +158,21 @@ class WorkerPool:
         self.size = size
         self._idle: queue.LifoQueue[WarmWorker] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(size)
+        self._taken = 0  # slots held by callers now (for metrics)
+        self._taken_lock = threading.Lock()
+
+    def _count_taken(self, delta: int) -> None:
+        with self._taken_lock:
+            self._taken += delta
+
+    def stats(self) -> dict[str, int]:
+        """Worker slots, warm idle workers, and slots in use now."""
+        return {"size": self.size, "idle": self._idle.qsize(), "in_use": self._taken}
 
     def acquire(self, timeout_s: float) -> WarmWorker:
         if not self._slots.acquire(timeout=timeout_s):
             raise SandboxBusy(f"no sandbox worker free within {timeout_s:.0f}s")
+        self._count_taken(1)
         try:
             while True:
                 try:
@@ -172,6 +183,7 @@ class WorkerPool:
                     return worker
                 self.backend.retire_worker(worker)
         except BaseException:
+            self._count_taken(-1)
             self._slots.release()
             raise
 
@@ -180,6 +192,7 @@ class WorkerPool:
             self._idle.put(worker)
         else:
             self.backend.retire_worker(worker)
+        self._count_taken(-1)
         self._slots.release()
 
     def warm(self) -> None:
@@ -441,6 +454,11 @@ class WarmWorkerBackend(Sandbox):
 
     def pool_names(self) -> list[str]:
         return sorted(self._pools)
+
+    def pool_stats(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            pools = dict(self._pools)
+        return {name: pool.stats() for name, pool in pools.items()}
 
 
 def base64_text(data: bytes) -> str:

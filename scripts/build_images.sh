@@ -19,7 +19,12 @@ POSTGRES_IMAGE="${ASSAY_POSTGRES_IMAGE:-}"
 RUNTIME_TAG="${ASSAY_SANDBOX_IMAGE:-assay-runtime:latest}"
 SERVICE_TAG="${ASSAY_SERVICE_IMAGE:-assay-service:latest}"
 POSTGRES_TAG="${ASSAY_POSTGRES_TAG:-assay-postgres:latest}"
-PYTHON="${PYTHON:-python3}"
+# The project's virtualenv, not the host interpreter: a stock python3 may have no pip, an
+# old setuptools and no `wheel`. scripts/install.sh makes it where it is missing.
+if [ -z "${PYTHON:-}" ]; then
+    [ -x "$ROOT/.venv/bin/python" ] || "$ROOT/scripts/install.sh" service
+    PYTHON="$ROOT/.venv/bin/python"
+fi
 export DOCKER_BUILDKIT=0  # the legacy builder needs no buildx plugin and no registry
 
 # docker build, keeping its output for failures only (the legacy builder is chatty).
@@ -80,7 +85,8 @@ docker info >/dev/null 2>&1 || { log "no Docker engine answers: run scripts/dock
 
 if [ -z "$BASE_IMAGE" ]; then
     BASE_IMAGE="assay-base:$SUITE"
-    debian_base "$BASE_IMAGE" "python3,python3-venv,ca-certificates"
+    # metamath-databases: the proof verifier reads set.mm inside the runtime image.
+    debian_base "$BASE_IMAGE" "python3,python3-venv,ca-certificates,metamath-databases"
 fi
 if [ -z "$POSTGRES_IMAGE" ]; then
     POSTGRES_IMAGE="assay-postgres-base:$SUITE"

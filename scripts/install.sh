@@ -15,10 +15,15 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v setpriv >/dev/null || missing+=(util-linux)
+# Debian splits venv/ensurepip out of python3.
+python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
+# The proof verifier reads Debian's Metamath databases; tests cross-check with its `metamath`.
+[ -f /usr/share/metamath/databases/set.mm ] || missing+=(metamath-databases)
+if [ "$what" = test ]; then command -v metamath >/dev/null || missing+=(metamath); fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install.sh: installing ${missing[*]}" >&2
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

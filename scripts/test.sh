@@ -14,8 +14,9 @@ export ASSAY_SQL_POSTGRES_URL="${ASSAY_SQL_POSTGRES_URL:-$ASSAY_TEST_POSTGRES_UR
 
 backends=process
 if [ "${ASSAY_SKIP_DOCKER:-0}" != 1 ]; then
-  scripts/docker_engine.sh
-  make images
+  # The project's interpreter for the image build, and no `make`: a fresh machine may lack both.
+  PYTHON="$VENV/bin/python" scripts/docker_engine.sh
+  PYTHON="$VENV/bin/python" scripts/build_images.sh
   backends=process,docker
 fi
 export ASSAY_TEST_BACKENDS="${ASSAY_TEST_BACKENDS:-$backends}"

@@ -18,8 +18,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
 from service.config import Settings, build_sandbox
-from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
+from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
+from service.logs import RequestLog
 from service.metrics import Metrics
+from service.openapi import add_links
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
 from verifiers import registry
@@ -93,6 +95,12 @@ def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> J
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 
+def _count_request(scope: Scope, route: str, status: int) -> None:
+    metrics = getattr(scope["app"].state, "metrics", None)
+    if metrics is not None:
+        metrics.inc("assay_http_requests_total", route=route, status=str(status))
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
@@ -101,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store = AuditStore(settings.database_url)
         sandbox = build_sandbox(settings)
         metrics = Metrics()
+        metrics.watch_sandbox(sandbox.pool_stats)
         engine = Engine(settings, store, sandbox, metrics)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine
         if settings.task_pack is not None:
@@ -122,6 +131,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     _include_routers(app)
+    generate_openapi = app.openapi
+    app.openapi = lambda: add_links(generate_openapi())  # type: ignore[method-assign]
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -131,30 +142,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     handlers: list[tuple[type[Exception], int]] = [
         (TaskInvalid, 422), (RequestInvalid, 422), (UnknownVerifier, 422), (TaskNotFound, 404),
-        (TaskConflict, 409), (IdempotencyConflict, 422),
+        (TaskConflict, 409), (RequestIdConflict, 409), (IdempotencyConflict, 422),
     ]
     for exc_type, status in handlers:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))
 
-    @app.exception_handler(Saturated)
-    async def _saturated(_: Request, exc: Saturated) -> JSONResponse:
-        return _error(503, str(exc), {"Retry-After": str(settings.retry_after_s)})
+    for exc_type, reason in ((Saturated, "saturated"), (SandboxBusy, "sandbox_busy"),
+                             (SandboxUnavailable, "sandbox_unavailable")):
+        app.add_exception_handler(exc_type, lambda r, exc, reason=reason: _retry_later(r, exc, reason))
 
-    @app.exception_handler(SandboxBusy)
-    async def _busy(_: Request, exc: SandboxBusy) -> JSONResponse:
+    def _retry_later(request: Request, exc: Exception, reason: str) -> JSONResponse:
+        request.app.state.metrics.unavailable.labels(reason).inc()
         return _error(503, str(exc), {"Retry-After": str(settings.retry_after_s)})
-
-    @app.exception_handler(SandboxUnavailable)
-    async def _unavailable(_: Request, exc: SandboxUnavailable) -> JSONResponse:
-        return _error(503, str(exc), {"Retry-After": str(settings.retry_after_s)})
-
-    @app.middleware("http")
-    async def _count(request: Request, call_next):  # type: ignore[no-untyped-def]
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        request.app.state.metrics.inc("assay_http_requests_total", route=path, status=str(response.status_code))
-        return response
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(RequestLog, on_response=_count_request)  # outermost: logs 413s too
     return app

@@ -63,6 +63,7 @@ def require_scope(scope: str):
             raise HTTPException(401, "invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"})
         if scope not in caller.scopes and "admin" not in caller.scopes:
             raise HTTPException(403, f"this API key lacks the {scope!r} scope")
+        request.state.key_id = caller.key_id  # for the access log line (never the key itself)
         return caller
 
     return dependency

@@ -28,8 +28,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     except SchemaOutOfDate as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from service.logs import configure_logging
+
+    # JSON lines for uvicorn and the app alike; the app logs one line per request itself, so
+    # uvicorn's access log (which prints query strings, keys included) stays off.
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=10)
+                log_config=configure_logging(args.log_level), access_log=False, timeout_graceful_shutdown=10)
     return 0
 
 
@@ -37,7 +41,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     from sqlalchemy import create_engine
 
     from service import migrations
-    from service.db_roles import grant_service_role
+    from service.db_roles import RoleRefused, grant_service_role
 
     if args.db_command == "revision":
         print(migrations.new_revision(args.message))
@@ -51,7 +55,11 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
         before, after = migrations.upgrade(engine)
         print(f"audit database at revision {after} (was {before or 'none'})")
         if args.service_role:
-            grant_service_role(engine, args.service_role)
+            try:
+                grant_service_role(engine, args.service_role)
+            except RoleRefused as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
             print(f"role {args.service_role!r} may read and append records, never change them")
         return 0
     finally:
@@ -91,6 +99,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Verify locally through the same verifiers and sandbox, without a server or records."""
     from pydantic import ValidationError
 
+    from sandboxes.base import SandboxBusy, SandboxUnavailable
     from service.engine import Engine, Resolved
     from service.metrics import Metrics
     from service.schemas import VerifyRequest
@@ -105,7 +114,8 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
                 req = VerifyRequest.model_validate(item)
                 resolved: Resolved = engine.resolve(req)
                 judged = engine.judge(resolved, [req.response])[0]
-            except (ValidationError, TaskInvalid, UnknownVerifier) as exc:
+            except (ValidationError, TaskInvalid, UnknownVerifier, SandboxBusy, SandboxUnavailable) as exc:
+                # Local use: the operator's own input, so the message is shown as it is.
                 print(json.dumps({"line": number, "error": str(exc)}))
                 status = 1
                 continue
@@ -122,7 +132,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _row_json(row: Any) -> dict[str, Any]:
-    from service.routes.records import record_out
+    from service.schemas import record_out
 
     return record_out(row).model_dump(mode="json")
 

@@ -6,22 +6,27 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
-from sandboxes.base import Sandbox, SandboxBusy, SandboxError
+from sandboxes.base import Sandbox, SandboxBusy, SandboxError, SandboxUnavailable
 from service.advantages import group_advantages
 from service.auth import Caller
 from service.config import Settings
+from service.logs import log_verification
 from service.metrics import Metrics
 from service.schemas import (
     ComponentOut,
+    GroupError,
     GroupResult,
+    GroupSpec,
     GroupsRequest,
     GroupsResponse,
     RegisteredTask,
@@ -33,7 +38,17 @@ from service.schemas import (
 )
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
 from verifiers import registry
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, hard, sha256_text
+from verifiers.base import (
+    Outcome,
+    TaskBase,
+    TaskInvalid,
+    UnknownVerifier,
+    Verdict,
+    Verifier,
+    VerifyContext,
+    hard,
+    sha256_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +63,43 @@ class TaskNotFound(LookupError):
 
 class RequestInvalid(ValueError):
     """A request breaks a service limit; the message names the field."""
+
+
+class RequestIdConflict(Exception):
+    """A `request_id` was reused for a different request."""
+
+
+# Raised out of a verification instead of becoming an outcome: an invalid task is the
+# caller's error (4xx, or its group's error), and a busy or missing sandbox means no work
+# was done for the response, so the request is answered 503 + Retry-After and nothing is
+# logged: retrying it loses nothing. Every other failure is verdict `error`.
+NOT_AN_OUTCOME = (TaskInvalid, SandboxBusy, SandboxUnavailable)
+
+T = TypeVar("T")
+_TASK_PARTS = re.compile(r"(^|; )(task\b)")
+
+
+async def gather_or_abort(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run calls concurrently; the first one that raises cancels the rest and its
+    exception is raised as itself (not wrapped in an ExceptionGroup)."""
+    results: list[Any] = [None] * len(calls)
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def run(i: int) -> None:
+            nonlocal failure
+            try:
+                results[i] = await calls[i]()
+            except Exception as exc:
+                if failure is None:
+                    failure = exc
+                tg.cancel_scope.cancel()
+
+        for i in range(len(calls)):
+            tg.start_soon(run, i)
+    if failure is not None:
+        raise failure
+    return results
 
 
 @dataclass
@@ -142,18 +194,19 @@ class Engine:
     # ------------------------------------------------------------ verification
 
     def judge(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        """Blocking: run the verifier; never raises for a response's own behaviour."""
+        """Blocking: run the verifier; never raises for a response's own behaviour
+        (only NOT_AN_OUTCOME failures leave it)."""
         verifier = resolved.verifier
         ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None,
                             services=self.settings.verifier_services)
         started = time.perf_counter()
         try:
-            if type(verifier).verify_many is not Verifier.verify_many:
+            if verifier.judges_groups:
                 outcomes = verifier.verify_many(resolved.task, responses, ctx)
                 per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
                 return [Judged(o, per) for o in outcomes]
             return [self._judge_one(verifier, resolved.task, r, ctx) for r in responses]
-        except TaskInvalid:
+        except NOT_AN_OUTCOME:
             raise
         except Exception as exc:  # infrastructure or verifier bug: reported, never a reward
             per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
@@ -163,45 +216,40 @@ class Engine:
         started = time.perf_counter()
         try:
             outcome = verifier.verify(task, response, ctx)
-        except TaskInvalid:
+        except NOT_AN_OUTCOME:
             raise
         except Exception as exc:
             outcome = self._error_outcome(verifier, exc)
         return Judged(outcome, (time.perf_counter() - started) * 1000)
 
     def _error_outcome(self, verifier: Verifier, exc: Exception) -> Outcome:
-        kind = "sandbox_error" if isinstance(exc, SandboxError) else "verifier_error"
-        if isinstance(exc, SandboxBusy):
-            kind = "sandbox_busy"
-        # A stable word for the part that failed; sandbox messages are ours, never a job's text.
+        # A stable word for the part that failed. Sandbox messages are ours, never a job's
+        # text; other exception text can quote hidden task data, so it goes to the log only.
+        sandbox = isinstance(exc, SandboxError)
+        kind = "sandbox_error" if sandbox else "verifier_error"
         cause = exc.cause if isinstance(exc, SandboxError) else "verifier_failed"
         log.exception("verification failed in %s (%s)", verifier.name, cause, exc_info=exc)
-        self.metrics.inc("assay_errors_total", verifier=verifier.name, kind=kind, cause=cause)
-        message = str(exc)[:500] if isinstance(exc, SandboxError) else "the verifier failed"
+        # Counted once, by cause, where every result is counted (service.metrics.error_cause).
+        message = str(exc)[:500] if sandbox else f"the {verifier.name} verifier failed; the cause is in the service log"
         return Outcome(Verdict.error, [hard("correctness", False)],
                        {"error": kind, "error_cause": cause, "message": message}, flags=[kind])
 
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        verifier = resolved.verifier
-        if type(verifier).verify_many is not Verifier.verify_many or len(responses) == 1:
+        if resolved.verifier.judges_groups or len(responses) == 1:
             return await anyio.to_thread.run_sync(self.judge, resolved, responses, limiter=self._limiter)
-        results: list[list[Judged]] = [[] for _ in responses]
 
-        async def one(i: int) -> None:
-            results[i] = await anyio.to_thread.run_sync(self.judge, resolved, [responses[i]], limiter=self._limiter)
+        def one(response: str) -> Callable[[], Awaitable[list[Judged]]]:
+            return lambda: anyio.to_thread.run_sync(self.judge, resolved, [response], limiter=self._limiter)
 
-        async with anyio.create_task_group() as tg:
-            for i in range(len(responses)):
-                tg.start_soon(one, i)
-        return [r[0] for r in results]
+        return [judged[0] for judged in await gather_or_abort([one(r) for r in responses])]
 
     def _row(self, resolved: Resolved, response: str, judged: Judged, caller: Caller, request_id: str | None,
              group_id: str | None, group_index: int | None) -> RecordRow:
         outcome = judged.outcome
         reward = outcome.reward(resolved.task)
-        self.metrics.inc("assay_verifications_total", verifier=resolved.verifier.name, verdict=outcome.verdict.value)
-        self.metrics.observe("assay_verification_seconds", judged.duration_ms / 1000, verifier=resolved.verifier.name)
-        return RecordRow(
+        self.metrics.verification(resolved.verifier.name, outcome.verdict.value, judged.duration_ms / 1000,
+                                  outcome.flags, outcome.evidence)
+        row = RecordRow(
             id=new_record_id(),
             request_id=request_id,
             caller_key_id=caller.key_id,
@@ -223,6 +271,8 @@ class Engine:
             group_id=group_id,
             group_index=group_index,
         )
+        log_verification(row)
+        return row
 
     @staticmethod
     def result_of(row: RecordRow) -> VerifyResult:
@@ -236,16 +286,29 @@ class Engine:
     def _blob(self, resolved: Resolved) -> TaskBlobRow:
         return TaskBlobRow(task_hash=resolved.task_hash, verifier=resolved.verifier.name, task=resolved.raw)
 
+    @staticmethod
+    def caller_facing(resolved: Resolved, exc: TaskInvalid) -> TaskInvalid:
+        """A registered task's problems may quote its hidden content: name the field only."""
+        if resolved.task_id is None:
+            return exc
+        log.warning("registered task %r is invalid at %s: %s", resolved.task_id, exc.field, exc)
+        return TaskInvalid(f"{exc.field}: registered task {resolved.task_id!r} cannot be verified (invalid at "
+                           f"{exc.field}); details are withheld because its content is hidden", field=exc.field)
+
+    # ------------------------------------------------------------------ verify
+
     async def verify(self, req: VerifyRequest, caller: Caller) -> VerifyResult:
         self._check_responses([req.response], "response")
+        resolved = await anyio.to_thread.run_sync(self.resolve, req)
         if req.request_id is not None:
             existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id, req.request_id)
             if existing is not None:
-                return self.result_of(existing)
-        resolved = self.resolve(req)
+                return self._logged(existing, resolved, req.response)
         self._admit(1)
         try:
             judged = (await self._judge_async(resolved, [req.response]))[0]
+        except TaskInvalid as exc:
+            raise self.caller_facing(resolved, exc) from None
         finally:
             self._release(1)
         row = self._row(resolved, req.response, judged, caller, req.request_id, None, None)
@@ -253,13 +316,55 @@ class Engine:
             await anyio.to_thread.run_sync(self.store.append, [row], [self._blob(resolved)])
         except Exception as exc:
             if req.request_id is not None and is_integrity_error(exc):
-                existing = self.store.record_by_request(caller.key_id, req.request_id)
+                existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id,
+                                                          req.request_id)
                 if existing is not None:  # a concurrent retry logged it first
-                    return self.result_of(existing)
+                    return self._logged(existing, resolved, req.response)
             raise
         return self.result_of(row)
 
+    def _logged(self, row: RecordRow, resolved: Resolved, response: str) -> VerifyResult:
+        """The logged result of a repeated request_id, if the request is the same one."""
+        differs = [name for name, same in (
+            ("verifier", row.verifier == resolved.verifier.name),
+            ("task_id", row.task_id == resolved.task_id),
+            ("task", row.task_hash == resolved.task_hash),
+            ("response", row.response_hash == sha256_text(response)),
+        ) if not same]
+        if differs:
+            raise RequestIdConflict(f"request_id: {row.request_id!r} was already used for a different request "
+                                    f"(record {row.id}: different {', '.join(differs)})")
+        return self.result_of(row)
+
+    # ------------------------------------------------------------------ groups
+
     async def groups(self, req: GroupsRequest, caller: Caller, idempotency_key: str | None = None) -> GroupsResponse:
+        """Check limits, resolve every task (a problem here rejects the whole request,
+        naming the group), verify the groups concurrently (a task found invalid while
+        verifying fails only its own group), then log the records and answer."""
+        self._check_group_limits(req)
+        body_hash = request_hash(req.model_dump(mode="json"))
+        if idempotency_key is not None:
+            stored = await anyio.to_thread.run_sync(self.store.idempotent_response, caller.key_id,
+                                                    idempotency_key, body_hash)
+            if stored is not None:
+                return GroupsResponse.model_validate(stored)
+        resolved = await anyio.to_thread.run_sync(self._resolve_groups, req)
+        judged = await self._judge_groups(req, resolved)
+        rows: list[RecordRow] = []
+        out: list[GroupResult] = []
+        for index, (group, res, verdicts) in enumerate(zip(req.groups, resolved, judged, strict=True)):
+            if isinstance(verdicts, GroupError):
+                out.append(self._failed_group(group, index, verdicts))
+                continue
+            group_rows, result = self._group_result(req, group, res, verdicts, caller)
+            rows += group_rows
+            out.append(result)
+        response = GroupsResponse(groups=out)
+        used = [r for r, j in zip(resolved, judged, strict=True) if not isinstance(j, GroupError)]
+        return await self._log_groups(response, rows, used, caller, idempotency_key, body_hash)
+
+    def _check_group_limits(self, req: GroupsRequest) -> None:
         s = self.settings
         if len(req.groups) > s.max_groups:
             raise RequestInvalid(f"groups: {len(req.groups)} groups; the limit is {s.max_groups}")
@@ -268,42 +373,67 @@ class Engine:
                 raise RequestInvalid(
                     f"groups[{gi}].responses: {len(group.responses)} responses; the limit is {s.max_group_size}")
             self._check_responses(group.responses, f"groups[{gi}].responses")
-        body_hash = request_hash(req.model_dump(mode="json"))
-        if idempotency_key is not None:
-            stored = await anyio.to_thread.run_sync(self.store.idempotent_response, caller.key_id,
-                                                    idempotency_key, body_hash)
-            if stored is not None:
-                return GroupsResponse.model_validate(stored)
-        resolved = [self.resolve(group) for group in req.groups]
-        total = sum(len(group.responses) for group in req.groups)
+
+    def _resolve_groups(self, req: GroupsRequest) -> list[Resolved]:
+        """Blocking (registered tasks are read from the store). Errors name the group."""
+        resolved = []
+        for gi, group in enumerate(req.groups):
+            try:
+                resolved.append(self.resolve(group))
+            except TaskInvalid as exc:
+                # Every "task.x: ..." part of the message gets the group's place in front.
+                message = _TASK_PARTS.sub(rf"\1groups[{gi}].\2", str(exc))
+                raise TaskInvalid(message, field=f"groups[{gi}].{exc.field}") from None
+            except (UnknownVerifier, RequestInvalid) as exc:
+                where = "" if str(exc).startswith("verifier:") else "verifier: "
+                raise type(exc)(f"groups[{gi}].{where}{exc}") from None
+            except TaskNotFound as exc:
+                raise TaskNotFound(f"groups[{gi}].task_id: {exc}") from None
+        return resolved
+
+    async def _judge_groups(self, req: GroupsRequest, resolved: list[Resolved]) -> list[list[Judged] | GroupError]:
+        """Verify every group concurrently. A task found invalid fails its own group only;
+        a busy or missing sandbox aborts the whole request (503, nothing logged)."""
+
+        def group(index: int) -> Callable[[], Awaitable[list[Judged] | GroupError]]:
+            async def run() -> list[Judged] | GroupError:
+                try:
+                    return await self._judge_async(resolved[index], req.groups[index].responses)
+                except TaskInvalid as exc:
+                    shown = self.caller_facing(resolved[index], exc)
+                    return GroupError(index=index, field=f"groups[{index}].{shown.field}", message=str(shown))
+            return run
+
+        total = sum(len(g.responses) for g in req.groups)
         self._admit(total)
         try:
-            judged: list[list[Judged]] = [[] for _ in req.groups]
-
-            async def run(i: int) -> None:
-                judged[i] = await self._judge_async(resolved[i], req.groups[i].responses)
-
-            async with anyio.create_task_group() as tg:
-                for i in range(len(req.groups)):
-                    tg.start_soon(run, i)
+            return await gather_or_abort([group(i) for i in range(len(req.groups))])
         finally:
             self._release(total)
-        rows: list[RecordRow] = []
-        out: list[GroupResult] = []
-        for group, res, group_judged in zip(req.groups, resolved, judged, strict=True):
-            group_id = group.group_id or uuid.uuid4().hex
-            group_rows = [self._row(res, response, j, caller, None, group_id, index)
-                          for index, (response, j) in enumerate(zip(group.responses, group_judged, strict=True))]
-            rows += group_rows
-            rewards = [r.reward for r in group_rows]
-            include = [r.verdict != Verdict.error.value for r in group_rows]
-            stats = group_advantages(rewards, include, req.advantage.scale, req.advantage.eps, req.advantage.bessel)
-            if stats.zero_variance:
-                self.metrics.inc("assay_zero_variance_groups_total", verifier=res.verifier.name)
-            out.append(GroupResult(group_id=group_id, results=[self.result_of(r) for r in group_rows],
-                                   rewards=rewards, advantages=stats.advantages, mean=stats.mean, std=stats.std,
-                                   zero_variance=stats.zero_variance, errors=len(rewards) - stats.counted))
-        response = GroupsResponse(groups=out)
+
+    def _group_result(self, req: GroupsRequest, group: GroupSpec, resolved: Resolved, judged: list[Judged],
+                      caller: Caller) -> tuple[list[RecordRow], GroupResult]:
+        group_id = group.group_id or uuid.uuid4().hex
+        rows = [self._row(resolved, response, j, caller, None, group_id, index)
+                for index, (response, j) in enumerate(zip(group.responses, judged, strict=True))]
+        rewards = [r.reward for r in rows]
+        include = [r.verdict != Verdict.error.value for r in rows]
+        stats = group_advantages(rewards, include, req.advantage.scale, req.advantage.eps, req.advantage.bessel)
+        if stats.zero_variance:
+            self.metrics.inc("assay_zero_variance_groups_total", verifier=resolved.verifier.name)
+        return rows, GroupResult(group_id=group_id, results=[self.result_of(r) for r in rows], rewards=rewards,
+                                 advantages=stats.advantages, mean=stats.mean, std=stats.std,
+                                 zero_variance=stats.zero_variance, errors=len(rewards) - stats.counted)
+
+    @staticmethod
+    def _failed_group(group: GroupSpec, index: int, error: GroupError) -> GroupResult:
+        """A group whose task turned out invalid: no record, no reward, no advantage."""
+        n = len(group.responses)
+        return GroupResult(group_id=group.group_id or uuid.uuid4().hex, results=[], rewards=[None] * n,
+                           advantages=[None] * n, mean=None, std=None, zero_variance=False, errors=n, error=error)
+
+    async def _log_groups(self, response: GroupsResponse, rows: list[RecordRow], resolved: list[Resolved],
+                          caller: Caller, idempotency_key: str | None, body_hash: str) -> GroupsResponse:
         idem = None
         if idempotency_key is not None:
             idem = IdempotencyRow(caller_key_id=caller.key_id, key=idempotency_key, request_hash=body_hash,
@@ -312,7 +442,8 @@ class Engine:
             await anyio.to_thread.run_sync(self.store.append, rows, [self._blob(r) for r in resolved], idem)
         except Exception as exc:
             if idempotency_key is not None and is_integrity_error(exc):
-                stored = self.store.idempotent_response(caller.key_id, idempotency_key, body_hash)
+                stored = await anyio.to_thread.run_sync(self.store.idempotent_response, caller.key_id,
+                                                        idempotency_key, body_hash)
                 if stored is not None:  # a concurrent retry of the same request won
                     return GroupsResponse.model_validate(stored)
             raise
@@ -332,7 +463,10 @@ class Engine:
         verifier = registry.get(row.verifier)
         task = verifier.parse_task(blob.task)
         resolved = Resolved(verifier, task, row.task_id, row.task_hash, blob.task)
-        judged = self.judge(resolved, [row.response])[0]
+        try:
+            judged = self.judge(resolved, [row.response])[0]
+        except TaskInvalid as exc:
+            raise self.caller_facing(resolved, exc) from None
         reward = judged.outcome.reward(task)
         return ReplayOut(record_id=row.id, original_verdict=row.verdict, replayed_verdict=judged.outcome.verdict.value,
                          original_reward=row.reward, replayed_reward=reward,

@@ -59,6 +59,7 @@ class RequestContext(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "request_id", None) is None:
             record.request_id = request_id_var.get()
+        record.__dict__.pop("color_message", None)  # uvicorn's ANSI-coloured copy of the message
         return True
 
 
@@ -101,7 +102,7 @@ def log_verification(row: Any) -> None:
 class RequestLog:
     """ASGI middleware: a request id per request (X-Request-ID in and out) and one access line.
 
-    `on_response(route, status)` is called for every answered request (metrics use it).
+    `on_response(scope, route, status)` is called for every answered request (metrics use it).
     """
 
     def __init__(self, app: ASGIApp, on_response: Any = None) -> None:
@@ -135,5 +136,5 @@ class RequestLog:
                 "client": (scope.get("client") or ("", 0))[0],
             })
             if self.on_response is not None:
-                self.on_response(route, status)
+                self.on_response(scope, route, status)
             request_id_var.reset(token)

@@ -1,67 +1,129 @@
-"""A small Prometheus text-format registry (counters, gauges, histograms)."""
+"""Prometheus metrics through prometheus_client, one registry per service instance.
+
+Named metrics (all prefixed `assay_`):
+- `verifications_total{verifier,verdict}`, `verification_seconds{verifier}` (histogram),
+  `flags_total{verifier,flag}`, `zero_variance_groups_total{verifier}`;
+- `errors_total{verifier,kind,cause}`: verdict `error` by kind and cause, see `error_cause`;
+- `inflight_responses`, `sandbox_workers{pool,state}` (size / idle / in_use, read at scrape);
+- `unavailable_total{reason}` (each 503 answer), `http_requests_total{route,status}`;
+- process_* and python_* (the process and platform collectors).
+`inc`/`set`/`observe` by name also accept metrics not listed here (created on first use).
+"""
 
 from __future__ import annotations
 
+import re
 import threading
-from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
 
-_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-_HELP = {
-    "assay_verifications_total": ("counter", "Verifications by verifier and verdict."),
-    "assay_errors_total": ("counter", "Infrastructure or verifier failures (verdict error)."),
-    "assay_rejected_total": ("counter", "Requests rejected for saturation."),
-    "assay_zero_variance_groups_total": ("counter", "Groups whose rewards were all equal."),
-    "assay_inflight_responses": ("gauge", "Responses being verified now."),
-    "assay_verification_seconds": ("histogram", "Time to verify one response."),
-    "assay_http_requests_total": ("counter", "HTTP requests by route and status."),
-}
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_CAUSE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-def _labels(labels: dict[str, str]) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{k}="{str(v).replace(chr(34), "")}"' for k, v in sorted(labels.items()))
-    return "{" + inner + "}"
+def error_cause(evidence: dict[str, Any] | None, field: str = "error_cause") -> str:
+    """A label of an `error` verdict from its evidence: `error_cause` (default; else `error`) or `error` (kind).
+
+    Bounded label values: missing is "unknown"; anything not a short snake_case word is "other".
+    """
+    evidence = evidence or {}
+    cause = evidence.get(field) or (evidence.get("error") if field == "error_cause" else None) or "unknown"
+    return cause if isinstance(cause, str) and _CAUSE.match(cause) else "other"
+
+
+class _SandboxPools:
+    """Collector: the sandbox's warm pools, read when Prometheus scrapes."""
+
+    def __init__(self, pool_stats: Callable[[], dict[str, dict[str, int]]]) -> None:
+        self.pool_stats = pool_stats
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily("assay_sandbox_workers", "Sandbox workers per warm pool: size, idle, in_use.",
+                                   labels=["pool", "state"])
+        for pool, stats in sorted(self.pool_stats().items()):
+            for state, value in sorted(stats.items()):
+                family.add_metric([pool, state], value)
+        yield family
 
 
 class Metrics:
     def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        r = self.registry
+        self.verifications = Counter("assay_verifications_total", "Verifications by verifier and verdict.",
+                                     ["verifier", "verdict"], registry=r)
+        self.latency = Histogram("assay_verification_seconds", "Time to verify one response.", ["verifier"],
+                                 buckets=BUCKETS, registry=r)
+        self.flags = Counter("assay_flags_total", "Flags raised on verifications, by verifier and flag.",
+                             ["verifier", "flag"], registry=r)
+        self.errors = Counter("assay_errors_total", "Verdict error, by verifier, kind and cause.",
+                              ["verifier", "kind", "cause"], registry=r)
+        self.unavailable = Counter("assay_unavailable_total", "Answers 503 (retry later), by reason.",
+                                   ["reason"], registry=r)
+        self._by_name: dict[str, MetricWrapperBase] = {
+            "assay_verifications_total": self.verifications, "assay_verification_seconds": self.latency,
+            "assay_flags_total": self.flags, "assay_errors_total": self.errors,
+            "assay_unavailable_total": self.unavailable,
+            "assay_inflight_responses": Gauge("assay_inflight_responses", "Responses being verified now.",
+                                              registry=r),
+            "assay_http_requests_total": Counter("assay_http_requests_total", "HTTP requests by route and status.",
+                                                 ["route", "status"], registry=r),
+            "assay_zero_variance_groups_total": Counter("assay_zero_variance_groups_total",
+                                                        "Groups whose rewards were all equal.", ["verifier"],
+                                                        registry=r),
+            "assay_rejected_total": Counter("assay_rejected_total", "Requests rejected before verification.",
+                                            ["reason"], registry=r),
+        }
         self._lock = threading.Lock()
-        self._values: dict[str, dict[str, float]] = defaultdict(dict)
-        self._hist: dict[str, dict[str, list[float]]] = defaultdict(dict)
+
+    def watch_sandbox(self, pool_stats: Callable[[], dict[str, dict[str, int]]]) -> None:
+        self.registry.register(_SandboxPools(pool_stats))
+
+    # ------------------------------------------------------------ named events
+
+    def verification(self, verifier: str, verdict: str, seconds: float, flags: Iterable[str],
+                     evidence: dict[str, Any] | None) -> None:
+        self.verifications.labels(verifier, verdict).inc()
+        self.latency.labels(verifier).observe(seconds)
+        for flag in set(flags):
+            self.flags.labels(verifier, flag).inc()
+        if verdict == "error":
+            self.errors.labels(verifier, error_cause(evidence, "error"), error_cause(evidence)).inc()
+
+    # ---------------------------------------------------------- by metric name
+
+    def _metric(self, name: str, kind: type[MetricWrapperBase], labels: dict[str, str]) -> MetricWrapperBase:
+        with self._lock:
+            metric = self._by_name.get(name)
+            if metric is None:
+                extra = {"buckets": BUCKETS} if kind is Histogram else {}
+                metric = self._by_name[name] = kind(name, name, sorted(labels), registry=self.registry, **extra)
+        return metric.labels(**labels) if labels else metric
 
     def inc(self, name: str, amount: float = 1.0, **labels: str) -> None:
-        key = _labels(labels)
-        with self._lock:
-            self._values[name][key] = self._values[name].get(key, 0.0) + amount
+        self._metric(name, Counter, labels).inc(amount)  # type: ignore[attr-defined]
 
     def set(self, name: str, value: float, **labels: str) -> None:
-        with self._lock:
-            self._values[name][_labels(labels)] = value
+        self._metric(name, Gauge, labels).set(value)  # type: ignore[attr-defined]
 
     def observe(self, name: str, value: float, **labels: str) -> None:
-        key = _labels(labels)
-        with self._lock:
-            counts = self._hist[name].setdefault(key, [0.0] * (len(_BUCKETS) + 2))
-            for i, bound in enumerate(_BUCKETS):
-                if value <= bound:
-                    counts[i] += 1
-            counts[-2] += 1  # count
-            counts[-1] += value  # sum
+        self._metric(name, Histogram, labels).observe(value)  # type: ignore[attr-defined]
 
-    def render(self) -> str:
-        lines: list[str] = []
-        with self._lock:
-            for name in sorted(set(self._values) | set(self._hist) | {"assay_verifications_total"}):
-                kind, text = _HELP.get(name, ("untyped", name))
-                lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
-                for key, value in sorted(self._values.get(name, {}).items()):
-                    lines.append(f"{name}{key} {value:g}")
-                for key, counts in sorted(self._hist.get(name, {}).items()):
-                    base = key[1:-1] + "," if key else ""
-                    for bound, count in zip(_BUCKETS, counts, strict=False):
-                        lines.append(f'{name}_bucket{{{base}le="{bound}"}} {count:g}')
-                    lines.append(f'{name}_bucket{{{base}le="+Inf"}} {counts[-2]:g}')
-                    lines.append(f"{name}_count{key} {counts[-2]:g}")
-                    lines.append(f"{name}_sum{key} {counts[-1]:g}")
-        return "\n".join(lines) + "\n"
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -30,6 +30,8 @@ from sqlalchemy import (
     event,
     select,
 )
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
@@ -154,9 +156,7 @@ class AuditStore:
                idempotency: IdempotencyRow | None = None) -> None:
         """Write records (and the idempotent response) in one durable transaction."""
         with self.session() as s, s.begin():
-            for blob in {b.task_hash: b for b in blobs}.values():
-                if s.get(TaskBlobRow, blob.task_hash) is None:
-                    s.add(blob)
+            _add_blobs(s, blobs)
             s.add_all(rows)
             if idempotency is not None:
                 s.add(idempotency)
@@ -216,16 +216,20 @@ class AuditStore:
 
     def register_task(self, task_id: str, verifier: str, task_hash: str, task: dict[str, Any]) -> bool:
         """Register a task id. Same content again is a no-op (False); other content conflicts."""
-        with self.session() as s, s.begin():
+        try:
+            with self.session() as s, s.begin():
+                if s.get(RegisteredTaskRow, task_id) is None:
+                    _add_blobs(s, [TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task)])
+                    s.add(RegisteredTaskRow(task_id=task_id, verifier=verifier, task_hash=task_hash))
+                    return True
+        except IntegrityError:
+            pass  # a concurrent registration of the same id won: compare with it
+        with self.session() as s:
             existing = s.get(RegisteredTaskRow, task_id)
-            if existing is not None:
-                if existing.task_hash != task_hash or existing.verifier != verifier:
-                    raise TaskConflict(f"task_id {task_id!r} is already registered with different content")
-                return False
-            if s.get(TaskBlobRow, task_hash) is None:
-                s.add(TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task))
-            s.add(RegisteredTaskRow(task_id=task_id, verifier=verifier, task_hash=task_hash))
-            return True
+        assert existing is not None
+        if existing.task_hash != task_hash or existing.verifier != verifier:
+            raise TaskConflict(f"task_id {task_id!r} is already registered with different content")
+        return False
 
     def registered_task(self, task_id: str) -> tuple[RegisteredTaskRow, TaskBlobRow] | None:
         with self.session() as s:
@@ -261,6 +265,26 @@ class AuditStore:
         if row.request_hash != request_hash:
             raise IdempotencyConflict(f"Idempotency-Key {key!r} was already used for a different request")
         return row.response
+
+
+def _add_blobs(s: Session, blobs: list[TaskBlobRow]) -> None:
+    """Store task contents by hash; one already stored (maybe by a concurrent request
+    this instant) is left as it is, so storing a task is idempotent."""
+    values = [{"task_hash": b.task_hash, "verifier": b.verifier, "task": b.task}
+              for b in {b.task_hash: b for b in blobs}.values()]
+    if not values:
+        return
+    dialect = s.get_bind().dialect.name
+    if dialect in _INSERT_IGNORING_DUPLICATES:
+        insert = _INSERT_IGNORING_DUPLICATES[dialect]
+        s.execute(insert(TaskBlobRow).values(values).on_conflict_do_nothing(index_elements=["task_hash"]))
+        return
+    for value in values:  # other databases: check first (not race-free)
+        if s.get(TaskBlobRow, value["task_hash"]) is None:
+            s.add(TaskBlobRow(**value))
+
+
+_INSERT_IGNORING_DUPLICATES = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -39,8 +39,9 @@ def free_port() -> int:
 class LiveServer:
     """`assay serve` in a subprocess, as an operator would run it."""
 
-    def __init__(self, workdir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None, log_level: str = "warning") -> None:
         self.workdir = workdir
+        self.log_level = log_level
         self.extra_env = env or {}
         self.db_url = self.extra_env.get("ASSAY_DATABASE_URL", f"sqlite:///{workdir / 'audit.db'}")
         self.port = free_port()
@@ -56,7 +57,7 @@ class LiveServer:
     def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--log-level", "warning"],
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--log-level", self.log_level],
             env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 90

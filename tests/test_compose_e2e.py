@@ -18,11 +18,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# Starting the stack includes the one-shot `migrate` container before the API.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parent.parent
 REQUIRED = "docker" in os.environ.get("ASSAY_TEST_BACKENDS", "")
-IMAGES = ("assay-service:latest", "assay-runtime:latest", "assay-postgres:latest")
+# The tags compose will use (docker-compose.yml reads the same variables).
+IMAGES = tuple(os.environ.get(var, default) for var, default in (
+    ("ASSAY_SERVICE_IMAGE", "assay-service:latest"), ("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest"),
+    ("ASSAY_POSTGRES_IMAGE", "assay-postgres:latest")))
 
 MATH_GROUP = {"verifier": "math", "task": {"answer": "\\frac{1}{2}"},
               "responses": ["The answer is \\boxed{\\frac{1}{2}}", "\\boxed{0.5}", "\\boxed{2}", "no idea"]}
@@ -127,7 +131,20 @@ def test_compose_stack_scores_groups_and_keeps_records_across_restart(stack: Sta
         assert {r["id"] for r in listed["records"]} >= set(ids)
 
     # The audit store really is the Postgres container (not a file in the API container).
-    psql = ("PGPASSWORD=$(cat /run/assay-db/password) /usr/local/lib/pgbin/psql -h 127.0.0.1 -U assay -d assay "
-            "-Atc 'select count(*) from records'")
-    tables = stack.compose("exec", "-T", "postgres", "sh", "-c", psql)
-    assert int(tables.stdout.strip()) >= len(ids)
+    def psql(user: str, secret: str, sql: str) -> subprocess.CompletedProcess[str]:
+        command = (f"PGPASSWORD=$(cat /run/{secret}/password) /usr/local/lib/pgbin/psql -h 127.0.0.1 -U {user} "
+                   f"-d assay -v ON_ERROR_STOP=1 -Atc \"{sql}\"")
+        return subprocess.run(["docker", "compose", "-f", str(REPO / "docker-compose.yml"), "exec", "-T",
+                               "postgres", "sh", "-c", command], env=stack.env, cwd=REPO, capture_output=True,
+                              text=True, timeout=60)
+
+    counted = psql("assay", "assay-db-owner", "select count(*) from records")
+    assert int(counted.stdout.strip()) >= len(ids), counted.stderr
+    # The API's role reads and appends, but cannot change what is logged.
+    assert psql("assay_app", "assay-db-app", "select count(*) from records").returncode == 0
+    for statement in ("update records set reward = 0", "delete from records", "truncate records",
+                      "drop trigger records_append_only on records"):
+        denied = psql("assay_app", "assay-db-app", statement)
+        assert denied.returncode != 0 and ("permission denied" in denied.stderr or "owner" in denied.stderr)
+    api_user = stack.compose("exec", "-T", "api", "sh", "-c", "echo $ASSAY_DB_USER").stdout.strip()
+    assert api_user == "assay_app"

@@ -183,7 +183,11 @@ def _parse_groups(parts: list[_Part], data: dict[str, Any]) -> list[GroupResult]
     raw = data.get("groups")
     if not isinstance(raw, list) or len(raw) != len(parts):
         raise RewardRequestError(200, f"malformed groups response: {str(data)[:300]}")
-    results = [GroupResult.model_validate(g) for g in raw]
+    # A group whose task the service found invalid has no results: its responses count as
+    # errors (no reward, no advantage), named by the service's message.
+    results = [_failed([p], "task_invalid", str(g["error"].get("message")))[0]
+               if isinstance(g, dict) and isinstance(g.get("error"), dict) else GroupResult.model_validate(g)
+               for p, g in zip(parts, raw, strict=True)]
     for p, r in zip(parts, results, strict=True):
         if len(r.results) != len(p.group.responses):
             raise RewardRequestError(200, "the service returned a different number of results than responses")

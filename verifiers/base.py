@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -34,7 +35,20 @@ class Verdict(StrEnum):
 
 
 class TaskInvalid(ValueError):
-    """The task itself is malformed or unusable (a client error, never a reward)."""
+    """The task itself is malformed or unusable (a client error, never a reward).
+
+    `field` names the part of the task at fault, as a dotted path from the request's
+    task (`task`, `task.answer`, ...). Without one, a message that starts with such a
+    path and a colon names it; otherwise the whole task is meant.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        leading = _TASK_PATH.match(message)
+        self.field = field or (leading.group(1) if leading else "task")
+
+
+_TASK_PATH = re.compile(r"^(task(?:\.[A-Za-z0-9_]+)*):")
 
 
 class UnknownVerifier(LookupError):
@@ -53,6 +67,15 @@ class Component:
 
 def hard(name: str, ok: bool) -> Component:
     return Component(name, 1.0 if ok else 0.0, True)
+
+
+def gated_verdict(format_ok: bool, compliant: bool, correct: bool) -> Verdict:
+    """The verdict of the three hard gates, the first failing one deciding."""
+    if not format_ok:
+        return Verdict.invalid_format
+    if not compliant:
+        return Verdict.violation
+    return Verdict.correct if correct else Verdict.incorrect
 
 
 def soft(name: str, value: float) -> Component:
@@ -151,6 +174,10 @@ class Verifier(abc.ABC):
     version: ClassVar[str]
     description: ClassVar[str] = ""
     task_model: ClassVar[type[TaskBase]]
+    # True when `verify_many` judges a group in one pass (shared sandbox set-up): the
+    # engine then hands it the whole group on one thread. False: the engine fans the
+    # responses out to threads, one `verify` call each.
+    judges_groups: ClassVar[bool] = False
 
     def parse_task(self, raw: dict[str, Any]) -> TaskBase:
         try:
@@ -163,7 +190,8 @@ class Verifier(abc.ABC):
         """Judge one response. Infrastructure failures raise SandboxError (-> `error`)."""
 
     def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
-        """Judge a group of responses to one task. Override to share sandbox set-up."""
+        """Judge a group of responses to one task. Override to share sandbox set-up, and
+        set `judges_groups = True` so that the engine calls it."""
         return [self.verify(task, response, ctx) for response in responses]
 
     def warm(self, ctx: VerifyContext) -> None:  # noqa: B027

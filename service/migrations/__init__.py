@@ -101,10 +101,15 @@ def prepare(engine: sa.Engine) -> None:
         current = current_revision(connection)
         if current == head:
             return
-        if current is None and _is_empty(connection):
-            _upgrade(connection)
-            return
         where = engine.url.render_as_string(hide_password=True)
+        if current is None and _is_empty(connection):
+            try:
+                _upgrade(connection)
+            except sa.exc.DBAPIError as exc:  # e.g. the service's restricted role may not create tables
+                raise SchemaOutOfDate(f"the audit database {where} is empty and this role cannot create the schema "
+                                      f"({type(exc.orig).__name__}): run `assay db upgrade` as the schema owner"
+                                      ) from exc
+            return
         if current is not None and not _known(current):
             raise SchemaOutOfDate(f"the audit database {where} has revision {current}, newer than this Assay "
                                   f"(head {head}): run a release that knows it")

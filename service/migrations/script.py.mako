@@ -7,8 +7,7 @@ Create Date: ${create_date}
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-from alembic import op
+from alembic import op  # add `import sqlalchemy as sa` for column types
 ${imports if imports else ""}
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}

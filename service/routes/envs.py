@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.auth import Caller, require_scope
 from service.config import Settings
-from service.schemas import ErrorOut, VerifyRequest, VerifyResult
+from service.schemas import ErrorOut, TaskRef, UnicodeText, VerifyRequest, VerifyResult
 from verifiers.tool_state.env import Environment
 from verifiers.tool_state.packs import get_pack
 from verifiers.tool_state.task import ToolStateTask
@@ -53,19 +53,17 @@ _errors = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 404: {"model": Er
 # ------------------------------------------------------------------------ models
 
 
-class _Strict(BaseModel):
+class _Strict(UnicodeText):
     model_config = ConfigDict(extra="forbid")
 
 
-class OpenEnv(_Strict):
-    verifier: str = Field(VERIFIER, description="Only `tool_state` tasks have environments.")
+class OpenEnv(TaskRef):
+    verifier: str = Field(VERIFIER, description="Only `tool_state` tasks have environments.",
+                          json_schema_extra={"enum": [VERIFIER]})
     task: dict[str, Any] | None = Field(None, description="A `tool_state` task inline.")
-    task_id: str | None = Field(None, max_length=200, description="A registered task's id instead of `task`.")
 
     @model_validator(mode="after")
-    def _one_task(self) -> OpenEnv:
-        if (self.task is None) == (self.task_id is None):
-            raise ValueError("give exactly one of `task` or `task_id`")
+    def _tool_state_only(self) -> OpenEnv:
         if self.verifier != VERIFIER:
             raise ValueError(f"environments exist only for the {VERIFIER!r} verifier")
         return self

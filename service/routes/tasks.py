@@ -9,6 +9,8 @@ from service.schemas import ErrorOut, RegisteredTask, TaskRegistration, Verifier
 from verifiers import registry
 
 router = APIRouter(prefix="/v1", tags=["tasks"])
+# Routes that read or write the store are plain functions: FastAPI runs them on its
+# thread pool, off the event loop.
 
 
 @router.get("/verifiers", response_model=list[VerifierInfo])
@@ -19,13 +21,13 @@ async def verifiers(_: Caller = Depends(require_scope("reward"))) -> list[Verifi
 
 @router.post("/tasks", response_model=RegisteredTask, status_code=201,
              responses={409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
-async def register_task(body: TaskRegistration, request: Request,
+def register_task(body: TaskRegistration, request: Request,
                         _: Caller = Depends(require_scope("admin"))) -> RegisteredTask:
     """Register a task under an id (idempotent for identical content; 409 for different content)."""
     return request.app.state.engine.register_task(body)
 
 
 @router.get("/tasks/{task_id:path}", response_model=RegisteredTask, responses={404: {"model": ErrorOut}})
-async def get_task(task_id: str, request: Request, _: Caller = Depends(require_scope("reward"))) -> RegisteredTask:
+def get_task(task_id: str, request: Request, _: Caller = Depends(require_scope("reward"))) -> RegisteredTask:
     """A registered task's public view."""
     return request.app.state.engine.registered(task_id)

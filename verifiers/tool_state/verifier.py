@@ -65,6 +65,7 @@ class ToolStateVerifier(Verifier):
         "final state, permissions on every call, and the values stated in the final message."
     )
     task_model = ToolStateTask
+    judges_groups = True
 
     def __init__(self, sessions: bool = True) -> None:
         # False: a fresh sandboxed process per call, never a warm replay session.

@@ -1,0 +1,1 @@
+"""Metamath proof verification: database reading, the proof checker, the sandboxed server."""

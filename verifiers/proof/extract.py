@@ -1,0 +1,65 @@
+"""Find the proof in a model's response (host side: regular expressions on bounded text).
+
+The proof is the last ```metamath (or ```mm) fenced block, else the last `$= ... $.`
+span of the text, else the last untagged fenced block. Inside a block, a `$= ... $.` span
+is the proof and the text before it may restate the theorem as `label $p ... $=`. Anything
+else a block declares (`$a`, `$c`, `$v`, `$f`, `$e`, `$d`, scopes, includes, a second
+`$p`) is reported, never obeyed: the verifier judges only the proof, against the task's
+own statement and database. Tokenising and checking happen in the sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+TAGGED_FENCE_RE = re.compile(r"```[ \t]*(?:metamath|mm)[ \t]*\r?\n(.*?)```", re.S | re.I)
+PLAIN_FENCE_RE = re.compile(r"```[ \t]*\r?\n(.*?)```", re.S)
+SPAN_RE = re.compile(r"\$=(.*?)\$\.", re.S)
+# Keywords a response may not use: each would add to or change the database.
+DECLARING = ("$a", "$c", "$v", "$f", "$e", "$d", "${", "$}", "$[", "$]")
+PROVE_RE = re.compile(r"(?:^|\s)(\S+)\s+\$p\s(.*?)(?:\s\$=|\Z)", re.S)
+
+
+@dataclass
+class Extracted:
+    proof: str | None
+    method: str
+    # Keywords the response's block uses to declare statements (a violation).
+    declared: list[str] = field(default_factory=list)
+    # The math string of a `$p` restatement, if the block gives one (must match the task).
+    stated: str | None = None
+    reason: str | None = None
+
+
+def extract_proof(response: str) -> Extracted:
+    tagged = TAGGED_FENCE_RE.findall(response)
+    if tagged:
+        return _from_block(tagged[-1], "fenced block")
+    spans = SPAN_RE.findall(response)
+    if spans:
+        return _from_block("$=" + spans[-1] + "$.", "$= span")
+    plain = PLAIN_FENCE_RE.findall(response)
+    if plain:
+        return _from_block(plain[-1], "plain fenced block")
+    return Extracted(None, "none", reason="no ```metamath block or $= ... $. span found")
+
+
+def _from_block(block: str, method: str) -> Extracted:
+    tokens = block.split()
+    declared = sorted({tok for tok in tokens if tok in DECLARING})
+    if tokens.count("$=") > 1 or tokens.count("$p") > 1:
+        return Extracted(None, method, declared, reason="the response gives more than one proof or $p statement")
+    if "$=" not in tokens:
+        if "$p" in tokens or "$." in tokens:
+            return Extracted(None, method, declared, reason="the block has statements but no $= ... $. proof")
+        return Extracted(block.strip(), method, declared)
+    head, _, tail = block.partition("$=")
+    proof, end, _ = tail.partition("$.")
+    if not end:
+        return Extracted(None, method, declared, reason="the $= proof is not ended by $.")
+    stated = None
+    if "$p" in head.split():
+        found = PROVE_RE.search(head + " $=")
+        stated = found.group(2).strip() if found else ""
+    return Extracted(proof.strip(), method, declared, stated)
