@@ -60,10 +60,11 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     from pydantic import ValidationError
 
     from sandboxes.factory import create_sandbox
-    from service.engine import Engine, Resolved
+    from service.engine import Engine, Resolved, generation_of
     from service.metrics import Metrics
     from service.schemas import VerifyRequest
     from verifiers.base import TaskInvalid, UnknownVerifier
+    from verifiers.inspection import apply_policies
 
     sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
                              unsafe_no_isolation=settings.unsafe_no_isolation)
@@ -74,17 +75,19 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
             try:
                 req = VerifyRequest.model_validate(item)
                 resolved: Resolved = engine.resolve(req)
-                judged = engine.judge(resolved, [req.response])[0]
+                generation = generation_of(req.response)
+                judged = engine.judge(resolved, [generation.text])[0]
             except (ValidationError, TaskInvalid, UnknownVerifier) as exc:
                 print(json.dumps({"line": number, "error": str(exc)}))
                 status = 1
                 continue
-            outcome = judged.outcome
+            outcome = apply_policies(resolved.task, generation, judged.outcome)
             print(json.dumps({
                 "verifier": resolved.verifier.name, "verifier_version": resolved.verifier.version,
                 "reward": outcome.reward(resolved.task), "verdict": outcome.verdict.value,
                 "components": {c.name: {"value": c.value, "hard": c.hard} for c in outcome.components},
-                "evidence": outcome.evidence, "flags": outcome.flags, "duration_ms": round(judged.duration_ms, 3),
+                "evidence": outcome.evidence, "flags": list(outcome.flag_map()),
+                "flag_evidence": outcome.flag_map(), "duration_ms": round(judged.duration_ms, 3),
             }))
     finally:
         sandbox.close()

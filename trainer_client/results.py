@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trainer_client.variance import is_zero_variance
+
 ERROR = "error"
 
 
@@ -153,7 +155,7 @@ def group_stats(
         return [None] * len(rewards), None, None, True
     mean = sum(valid) / len(valid)
     std = math.sqrt(sum((r - mean) ** 2 for r in valid) / (len(valid) - 1)) if len(valid) > 1 else 0.0
-    zero_var = std < 1e-12
+    zero_var = is_zero_variance(valid)
     denom = (std + eps) if scale == "group" else 1.0
     advantages = [None if r is None else (r - mean) / denom for r in rewards]
     return advantages, mean, std, zero_var
