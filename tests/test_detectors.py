@@ -141,7 +141,8 @@ def test_honest_code_is_not_flagged(ctx):
 
 
 def test_io_programs_may_exit_and_hard_coded_examples_are_flagged(ctx):
-    task = {"io_cases": [{"stdin": "7 8\n", "stdout": "15\n"}], "visible_io_cases": [{"stdin": "2 3\n", "stdout": "5\n"}]}
+    task = {"io_cases": [{"stdin": "7 8\n", "stdout": "15\n"}],
+            "visible_io_cases": [{"stdin": "2 3\n", "stdout": "5\n"}]}
     honest, hard_coded = judge(ctx, "code", task, [
         code("import sys\na, b = map(int, input().split())\nprint(a + b)\nsys.exit(0)\n"),
         code("s = input()\nif s == '2 3':\n    print(5)\nelse:\n    print(0)\n"),
