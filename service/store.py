@@ -25,6 +25,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    false,
     select,
 )
 from sqlalchemy.exc import IntegrityError
@@ -76,7 +77,7 @@ class RecordRow(Base):
     flag_evidence: Mapped[dict | None] = mapped_column(JSON)
     tokens: Mapped[int | None] = mapped_column(Integer)
     finish_reason: Mapped[str | None] = mapped_column(String(32))
-    masked: Mapped[bool] = mapped_column(Boolean, default=False)
+    masked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     eval_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
 
@@ -347,7 +348,7 @@ def _append_only_statements(dialect: str, table: str) -> list[str]:
     if dialect == "postgresql":
         return [
             "CREATE OR REPLACE FUNCTION assay_records_append_only() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'audit % are append-only', TG_TABLE_NAME; END $$",
+            "$$ BEGIN RAISE EXCEPTION USING MESSAGE = 'audit ' || TG_TABLE_NAME || ' are append-only'; END $$",
             f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}",
             f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
             "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
