@@ -43,14 +43,15 @@ GROUP = 8
 
 @contextmanager
 def detectors_off():
-    saved = (math_module.host_flags, math_module.claims_of, code_module.code_flags)
+    saved = (math_module.host_flags, math_module.claims_of, code_module.code_flags, code_module.start_scan)
     math_module.host_flags = lambda *args: []
     math_module.claims_of = lambda *args: []
     code_module.code_flags = lambda *args: []
+    code_module.start_scan = lambda *args: None
     try:
         yield
     finally:
-        math_module.host_flags, math_module.claims_of, code_module.code_flags = saved
+        math_module.host_flags, math_module.claims_of, code_module.code_flags, code_module.start_scan = saved
 
 
 def math_groups(n: int) -> list[tuple[Any, list[str]]]:
