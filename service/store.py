@@ -1,5 +1,8 @@
 """The audit store (SQLAlchemy 2): append-only records, API keys, tasks, idempotency.
 
+The schema is owned by the Alembic revisions in service/migrations: a change to these
+models needs a revision there (tests/test_migrations.py compares the two).
+
 SQLite (WAL, synchronous=FULL) by default, Postgres by URL. Nothing here updates or
 deletes a record: the store offers no method that could.
 """
@@ -30,6 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from service import migrations
 
 
 class Base(DeclarativeBase):
@@ -169,8 +174,8 @@ class AuditStore:
         self.engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        Base.metadata.create_all(self.engine)
-        _forbid_record_changes(self.engine)
+        # A new database is created at head; one behind head is refused (`assay db upgrade`).
+        migrations.prepare(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def session(self) -> Session:
@@ -336,33 +341,6 @@ class AuditStore:
         if row.request_hash != request_hash:
             raise IdempotencyConflict(f"Idempotency-Key {key!r} was already used for a different request")
         return row.response
-
-
-_APPEND_ONLY_TABLES = ("records", "labels", "evals")
-
-
-def _append_only_statements(dialect: str, table: str) -> list[str]:
-    if dialect == "sqlite":
-        return [f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op.lower()} BEFORE {op} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, 'audit {table} are append-only'); END" for op in ("UPDATE", "DELETE")]
-    if dialect == "postgresql":
-        return [
-            "CREATE OR REPLACE FUNCTION assay_records_append_only() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION USING MESSAGE = 'audit ' || TG_TABLE_NAME || ' are append-only'; END $$",
-            f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}",
-            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-            "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
-        ]
-    return []
-
-
-def _forbid_record_changes(engine: Any) -> None:
-    """The database itself refuses UPDATE and DELETE on records, labels and evaluation
-    runs, whoever connects."""
-    statements = [st for table in _APPEND_ONLY_TABLES for st in _append_only_statements(engine.dialect.name, table)]
-    with engine.begin() as conn:
-        for statement in statements:
-            conn.exec_driver_sql(statement)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
