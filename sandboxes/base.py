@@ -20,15 +20,29 @@ MessageHandler = Callable[[Any], Any]
 
 
 class SandboxError(Exception):
-    """The sandbox infrastructure failed (not the job): reported as verdict `error`."""
+    """The sandbox infrastructure failed (not the job): reported as verdict `error`.
+
+    `cause` is a stable word naming the part that failed (for evidence and metrics);
+    the message is ours too, and never carries text from inside a sandbox."""
+
+    cause = "sandbox_failed"
+
+    def __init__(self, message: str = "", *, cause: str | None = None) -> None:
+        super().__init__(message)
+        if cause is not None:
+            self.cause = cause
 
 
 class SandboxUnavailable(SandboxError):
     """The backend cannot start on this machine (missing namespaces, engine, image)."""
 
+    cause = "sandbox_unavailable"
+
 
 class CallEnded(SandboxError):
     """A sandboxed call ended (died, was killed) while the host still expected an answer."""
+
+    cause = "call_ended"
 
     def __init__(self, result: CallResult | None, message: str = "the sandboxed call ended before answering") -> None:
         super().__init__(message)
@@ -44,6 +58,8 @@ class RequestTimeout(CallEnded):
 
 class SandboxBusy(SandboxError):
     """Every worker is taken and the wait for one ran out: the caller should back off."""
+
+    cause = "sandbox_busy"
 
 
 @dataclass(frozen=True)

@@ -22,38 +22,51 @@ import hashlib
 import logging
 import os
 import random
-import select
 import socket
 import struct
 import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
-from sandboxes.base import (
-    SandboxError,
-    SandboxUnavailable,
-)
-from sandboxes.frames import read_frame
-from sandboxes.process import PROJECT_ROOT, SANDBOX_PACKAGES, ProcessSandbox, _Pool, _ProcessCallSession
+from sandboxes.base import CallResult, SandboxError, SandboxUnavailable
+from sandboxes.factory import DEFAULT_IMAGE
+from sandboxes.process import PROJECT_ROOT, SANDBOX_PACKAGES
+from sandboxes.warm import STDERR_LINE_BYTES, WarmWorker, WarmWorkerBackend, WorkerTimings
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMAGE = "assay-runtime:latest"
 LABEL = "org.assay.sandbox"
 LABEL_HOST = "org.assay.host"
 LABEL_OWNER = "org.assay.owner"
 LABEL_SOURCE = "org.assay.source-hash"
 WORKER_PYTHON = "/opt/venv/bin/python"
 WORKER_SCRIPT = "/opt/assay/sandboxes/worker.py"
-WORKER_START_TIMEOUT_S = 60.0
 CLEAN_TIMEOUT_S = 15.0
+# Docker's short container id, as its own CLI prints it (for logs).
+SHORT_ID = 12
+# 409 Conflict from the engine: a removal of this container is already under way.
+REMOVAL_IN_PROGRESS = 409
+STREAM_CHUNK = 1 << 16
+# Whole-container backstops (the worker enforces each job's own, smaller, limits).
+CONTAINER_MAX_JOBS = 200
+CONTAINER_MEMORY_MB = 2048
+CONTAINER_CPUS = 1.0
+CONTAINER_PIDS = 256
+CONTAINER_SCRATCH_MB = 256
+CONTAINER_SHM = "16m"
+NANO = 10**9
+# How long kill() waits for the stream reader to see the end before closing its pipe.
+STREAM_END_WAIT_S = 5.0
+DEMUX_HEADER = struct.Struct(">BxxxI")
 # Every container gets a uid of its own: RLIMIT_NPROC counts processes per uid across
 # the whole host, so a shared uid would let one container's jobs starve another's.
 UID_RANGE = (200_000, 2_000_000_000)
 STREAM_STDOUT, STREAM_STDERR = 1, 2
 SOURCE_SUFFIXES = (".py", ".json", ".jsonl")
+SOURCE_HASH_CHARS = 16
+# /proc/PID/stat, after the command name: field 22 (starttime) is at index 19.
+STAT_STARTTIME = 19
 # Docker's default masked paths plus what a job has no business reading: kernel tunables,
 # IRQ and bus tables. Less in /proc also means that a candidate walking the filesystem
 # burns less of its time budget. (/proc/1 cannot be masked: runc needs it at start.)
@@ -81,7 +94,7 @@ def source_hash(root: Path = PROJECT_ROOT) -> str:
         for path in files:
             digest.update(str(path.relative_to(root)).encode() + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()[:SOURCE_HASH_CHARS]
 
 
 def _process_token(pid: int) -> str | None:
@@ -89,7 +102,7 @@ def _process_token(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return f"{pid}:{fields[19]}"
+        return f"{pid}:{fields[STAT_STARTTIME]}"
     except (OSError, IndexError):
         return None
 
@@ -102,16 +115,11 @@ def _docker_module() -> Any:
     return docker
 
 
-class _ContainerWorker:
-    """One warm worker: a container whose PID 1 is `worker.py --container`.
-
-    Presents the same surface as the process backend's worker (send/read/alive/kill and
-    a stderr tail) so that the pool and call-session logic are shared.
-    """
+class ContainerWorker(WarmWorker):
+    """One warm worker: a container whose PID 1 is `worker.py --container`."""
 
     def __init__(self, backend: DockerSandbox, preload: tuple[str, ...]) -> None:
-        self.jobs = 0
-        self.stderr_tail: deque[bytes] = deque(maxlen=50)
+        super().__init__()
         self._eof = threading.Event()
         self._killed = False
         api = backend.client.api
@@ -121,7 +129,7 @@ class _ContainerWorker:
         try:
             self.container_id: str = self._create(backend, preload)
         except docker.errors.DockerException as exc:
-            raise SandboxError(f"could not create a sandbox container: {exc}") from exc
+            raise SandboxError("could not create a sandbox container", cause="container_start_failed") from exc
         try:
             # Attach before start: nothing the worker writes (its `ready`) can be missed,
             # and the HTTP client has buffered no stream bytes when the socket is taken.
@@ -130,19 +138,19 @@ class _ContainerWorker:
             )
             self._sock: socket.socket = getattr(attached, "_sock", attached)
             self._sock.settimeout(None)
-            self._out, self._out_w = os.pipe()
+            self.out_fd, self._out_w = os.pipe()
             threading.Thread(target=self._demux, daemon=True, name="assay-docker-demux").start()
             api.start(self.container_id)
-            ready = self.read(time.monotonic() + WORKER_START_TIMEOUT_S)
-        except docker.errors.DockerException as exc:
+            ready = self.read(time.monotonic() + backend.timings.start_timeout_s)
+        except (docker.errors.DockerException, SandboxError) as exc:
             self.kill()
-            raise SandboxError(f"could not start a sandbox container: {exc}") from exc
+            raise SandboxError("could not start a sandbox container", cause="container_start_failed") from exc
         except BaseException:
             self.kill()
             raise
         if ready.get("t") != "ready":
             self.kill()
-            raise SandboxError(f"container worker did not start: {ready!r}")
+            raise SandboxError("a sandbox container did not start", cause="container_start_failed")
 
     def _create(self, backend: DockerSandbox, preload: tuple[str, ...]) -> str:
         api = self._api
@@ -160,29 +168,27 @@ class _ContainerWorker:
 
     def _demux(self) -> None:
         """Split the engine's multiplexed stream: stdout frames to a pipe the session
-        reads with select(), stderr lines to a bounded tail for error messages."""
+        reads with select(), stderr lines to a bounded tail for the operator's log."""
         buf = b""
         line = b""
         try:
             while True:
-                chunk = self._sock.recv(1 << 16)
+                chunk = self._sock.recv(STREAM_CHUNK)
                 if not chunk:
                     break
                 buf += chunk
-                while len(buf) >= 8:
-                    stream, size = buf[0], struct.unpack(">I", buf[4:8])[0]
-                    if len(buf) < 8 + size:
+                while len(buf) >= DEMUX_HEADER.size:
+                    stream, size = DEMUX_HEADER.unpack_from(buf)
+                    if len(buf) < DEMUX_HEADER.size + size:
                         break
-                    payload, buf = buf[8 : 8 + size], buf[8 + size :]
+                    payload, buf = buf[DEMUX_HEADER.size : DEMUX_HEADER.size + size], buf[DEMUX_HEADER.size + size :]
                     if stream == STREAM_STDOUT:
-                        view = memoryview(payload)
-                        while view:
-                            view = view[os.write(self._out_w, view) :]
+                        self._forward(payload)
                     elif stream == STREAM_STDERR:
                         line += payload
                         *lines, line = line.split(b"\n")
-                        self.stderr_tail.extend(item[:500] for item in lines)
-                        line = line[-500:]
+                        self.stderr_tail.extend(item[:STDERR_LINE_BYTES] for item in lines)
+                        line = line[-STDERR_LINE_BYTES:]
         except OSError:
             pass
         finally:
@@ -191,38 +197,26 @@ class _ContainerWorker:
             self._eof.set()
             os.close(self._out_w)
 
-    def send(self, frame: dict[str, Any]) -> None:
-        import json
+    def _forward(self, payload: bytes) -> None:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(self._out_w, view) :]
 
-        data = json.dumps(frame, separators=(",", ":")).encode()
-        try:
-            self._sock.sendall(struct.pack(">I", len(data)) + data)
-        except OSError as exc:
-            raise SandboxError(f"container stream closed: {exc}") from exc
+    def writable_fd(self) -> int:
+        return self._sock.fileno()
 
-    def read(self, deadline: float) -> dict[str, Any]:
-        ready, _, _ = select.select([self._out], [], [], max(deadline - time.monotonic(), 0))
-        if not ready:
-            raise SandboxError("container worker did not answer in time")
-        try:
-            frame = read_frame(self._out)
-        except (EOFError, OSError, ValueError, struct.error) as exc:
-            self._eof.wait(1.0)
-            tail = b"".join(self.stderr_tail).decode(errors="replace")[-1000:]
-            raise SandboxError(f"container worker died: {exc!r} {tail}") from exc
-        if not isinstance(frame, dict):
-            raise SandboxError("container worker sent a malformed frame")
-        return frame
+    def write_some(self, data: bytes) -> int:
+        return self._sock.send(data, socket.MSG_DONTWAIT)
 
     def await_clean(self, deadline: float) -> bool:
         """After `done`: wait until the worker has wiped the job's traces."""
         try:
             frame = self.read(deadline)
         except SandboxError as exc:
-            log.warning("container %s failed after a job: %s", self.container_id[:12], exc)
+            log.warning("container %s failed after a job: %s", self.container_id[:SHORT_ID], exc)
             return False
         if frame.get("t") != "clean" or not frame.get("ok"):
-            log.warning("container %s cleanup failed: %r", self.container_id[:12], frame)
+            log.warning("container %s cleanup failed", self.container_id[:SHORT_ID])
             return False
         return True
 
@@ -240,48 +234,17 @@ class _ContainerWorker:
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # removal already in progress
-                log.error("could not remove sandbox container %s: %s", self.container_id[:12], exc)
-        if not hasattr(self, "_out"):
+            if exc.status_code != REMOVAL_IN_PROGRESS:
+                log.error("could not remove sandbox container %s: %s", self.container_id[:SHORT_ID], exc)
+        if not hasattr(self, "out_fd"):
             return  # failed before the stream was attached
         with contextlib.suppress(OSError):
             self._sock.close()
-        if self._eof.wait(5.0):
-            os.close(self._out)
+        if self._eof.wait(STREAM_END_WAIT_S):
+            os.close(self.out_fd)
 
 
-class _ContainerPool(_Pool):
-    def __init__(self, backend: DockerSandbox, preload: tuple[str, ...], size: int) -> None:
-        super().__init__(preload, size, None)
-        self._backend = backend
-
-    def _start(self) -> _ContainerWorker:  # type: ignore[override]
-        worker = _ContainerWorker(self._backend, self.preload)
-        self._backend._track(worker)
-        return worker
-
-    def _retire(self, worker: _ContainerWorker) -> None:  # type: ignore[override]
-        worker.kill()
-        self._backend._untrack(worker)
-
-    def release(self, worker: _ContainerWorker, healthy: bool) -> None:  # type: ignore[override]
-        worker.jobs += 1
-        super().release(worker, healthy and worker.jobs < self._backend.max_jobs)
-
-
-class _DockerCallSession(_ProcessCallSession):
-    _worker: _ContainerWorker
-
-    backend = "docker"
-
-    def _release_done(self) -> None:
-        assert self._done is not None
-        clean = self._worker.await_clean(time.monotonic() + CLEAN_TIMEOUT_S)
-        # A violation means the job probed the walls: give the next job a new container.
-        self._close(healthy=clean and not self._done.violations)
-
-
-class DockerSandbox(ProcessSandbox):
+class DockerSandbox(WarmWorkerBackend):
     """Hardened-container backend; same semantics as `ProcessSandbox`.
 
     `memory_mb`, `cpus`, `pids` and `scratch_mb` bound each container as a whole (a
@@ -293,31 +256,27 @@ class DockerSandbox(ProcessSandbox):
 
     def __init__(
         self,
-        image: str | None = None,
+        image: str = DEFAULT_IMAGE,
         workers: int | None = None,
         *,
-        acquire_timeout_s: float = 30.0,
-        max_jobs: int = 200,
-        memory_mb: int = 2048,
-        cpus: float = 1.0,
-        pids: int = 256,
-        scratch_mb: int = 256,
+        timings: WorkerTimings | None = None,
+        max_jobs: int = CONTAINER_MAX_JOBS,
+        memory_mb: int = CONTAINER_MEMORY_MB,
+        cpus: float = CONTAINER_CPUS,
+        pids: int = CONTAINER_PIDS,
+        scratch_mb: int = CONTAINER_SCRATCH_MB,
         base_url: str | None = None,
         host_label: str | None = None,
     ) -> None:
-        # Deliberately not ProcessSandbox.__init__: no bubblewrap is needed here.
+        super().__init__(workers, timings or WorkerTimings())
         docker = _docker_module()
-        self.image = image or os.environ.get("ASSAY_SANDBOX_IMAGE") or DEFAULT_IMAGE
-        self.workers = workers or os.cpu_count() or 2
-        self.acquire_timeout_s = acquire_timeout_s
+        self.image = image
         self.max_jobs = max_jobs
         self.memory_mb, self.cpus, self.pids, self.scratch_mb = memory_mb, cpus, pids, scratch_mb
-        self.host_label = host_label or os.environ.get("ASSAY_SANDBOX_HOST") or socket.gethostname()
+        self.host_label = host_label or socket.gethostname()
         self._owner = _process_token(os.getpid()) or f"{os.getpid()}:0"
-        self._pools: dict[str, _Pool] = {}
-        self._lock = threading.Lock()
-        self._live: set[_ContainerWorker] = set()
-        # Not self._lock: pools retire workers while close() holds that one.
+        self._live: set[WarmWorker] = set()
+        # Not the pools' lock: pools retire workers while close() holds that one.
         self._live_lock = threading.Lock()
         try:
             self.client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
@@ -342,6 +301,25 @@ class DockerSandbox(ProcessSandbox):
         self.removed_leftovers = self.remove_leftovers()
         atexit.register(self.close)
 
+    # -------------------------------------------------------------- worker hooks
+
+    def start_worker(self, preload: tuple[str, ...]) -> WarmWorker:
+        worker = ContainerWorker(self, preload)
+        with self._live_lock:
+            self._live.add(worker)
+        return worker
+
+    def retire_worker(self, worker: WarmWorker) -> None:
+        worker.kill()
+        with self._live_lock:
+            self._live.discard(worker)
+
+    def job_ended(self, worker: WarmWorker, result: CallResult) -> bool:
+        assert isinstance(worker, ContainerWorker)
+        clean = worker.await_clean(time.monotonic() + CLEAN_TIMEOUT_S)
+        # A violation means the job probed the walls: give the next job a new container.
+        return clean and not result.violations and worker.jobs + 1 < self.max_jobs
+
     # ------------------------------------------------------------------ containers
 
     def labels(self) -> dict[str, str]:
@@ -353,14 +331,14 @@ class DockerSandbox(ProcessSandbox):
             "network_mode": "none",
             "read_only": True,
             "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.scratch_mb}m,mode=1777"},
-            "shm_size": "16m",
+            "shm_size": CONTAINER_SHM,
             "cap_drop": ["ALL"],
             # No seccomp option: Docker's default profile applies (never "unconfined").
             "security_opt": ["no-new-privileges"],
             "pids_limit": self.pids,
             "mem_limit": f"{self.memory_mb}m",
             "memswap_limit": f"{self.memory_mb}m",
-            "nano_cpus": int(self.cpus * 1e9),
+            "nano_cpus": int(self.cpus * NANO),
             "ipc_mode": "private",
             "auto_remove": True,
             "init": False,  # the worker must be PID 1
@@ -386,33 +364,13 @@ class DockerSandbox(ProcessSandbox):
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as exc:
-                if exc.status_code != 409:
+                if exc.status_code != REMOVAL_IN_PROGRESS:
                     raise
         if removed:
             log.info("removed %d sandbox containers left behind by earlier runs", removed)
         return removed
 
-    def _track(self, worker: _ContainerWorker) -> None:
-        with self._live_lock:
-            self._live.add(worker)
-
-    def _untrack(self, worker: _ContainerWorker) -> None:
-        with self._live_lock:
-            self._live.discard(worker)
-
     # -------------------------------------------------------------------- interface
-
-    def _pool(self, name: str, preload: tuple[str, ...]) -> _Pool:
-        with self._lock:
-            pool = self._pools.get(name)
-            if pool is None:
-                pool = self._pools[name] = _ContainerPool(self, preload, self.workers)
-            elif pool.preload != preload:
-                raise ValueError(f"pool {name!r} already exists with preload {pool.preload}")
-            return pool
-
-    # run(), call(), open() and _start() are the process backend's, with this session class.
-    session_class = _DockerCallSession
 
     def close(self) -> None:
         super().close()
@@ -428,7 +386,7 @@ class DockerSandbox(ProcessSandbox):
             "image": self.image,
             "image_source": self.image_source,
             "workers_per_pool": self.workers,
-            "pools": sorted(self._pools),
+            "pools": self.pool_names(),
         }
 
 

@@ -1,5 +1,11 @@
 """Length-prefixed JSON frames: the wire format between the host and sandbox workers.
 
+A frame is a 4-byte big-endian length followed by UTF-8 JSON. Blocking helpers serve
+the trusted ends that own their pipe (the idle worker, a job's own channel); the
+incremental `FrameReader` and `FrameWriter` serve every end that must keep a clock
+running while the other side may be hostile: they never block, never trust a length
+before checking it, and turn anything malformed into a `FrameError`.
+
 Standard library only: this module also runs inside sandboxes and containers.
 """
 
@@ -12,10 +18,12 @@ import struct
 from typing import Any
 
 MAX_FRAME = 64 * 1024 * 1024
+HEADER = struct.Struct(">I")
+READ_CHUNK = 1 << 16
 
 
 class FrameError(ValueError):
-    pass
+    """Bytes on a channel that are not a well-formed frame."""
 
 
 def read_exact(fd: int, n: int) -> bytes:
@@ -30,17 +38,90 @@ def read_exact(fd: int, n: int) -> bytes:
 
 
 def read_frame(fd: int, limit: int = MAX_FRAME) -> Any:
-    (size,) = struct.unpack(">I", read_exact(fd, 4))
+    (size,) = HEADER.unpack(read_exact(fd, HEADER.size))
     if size > limit:
         raise FrameError(f"frame of {size} bytes exceeds {limit}")
     return json.loads(read_exact(fd, size))
 
 
-def write_frame(fd: int, obj: Any) -> None:
+def encode_frame(obj: Any) -> bytes:
     data = json.dumps(obj, separators=(",", ":")).encode()
-    buf = struct.pack(">I", len(data)) + data
+    return HEADER.pack(len(data)) + data
+
+
+def write_frame(fd: int, obj: Any) -> None:
+    buf = encode_frame(obj)
     while buf:
         buf = buf[os.write(fd, buf) :]
+
+
+class FrameReader:
+    """Reassembles frames from a non-blocking descriptor, a chunk at a time."""
+
+    def __init__(self, fd: int, limit: int = MAX_FRAME) -> None:
+        self.fd = fd
+        self.limit = limit
+        self.eof = False
+        self._buf = bytearray()
+
+    def fill(self) -> None:
+        """Read what is there now (call when select() says readable)."""
+        try:
+            chunk = os.read(self.fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            self.eof = True
+        self._buf += chunk
+
+    def next(self) -> dict[str, Any] | None:
+        """The next complete frame, or None until one has arrived."""
+        if len(self._buf) < HEADER.size:
+            return None
+        (size,) = HEADER.unpack_from(self._buf)
+        if size > self.limit:
+            raise FrameError(f"frame of {size} bytes exceeds {self.limit}")
+        if len(self._buf) < HEADER.size + size:
+            return None
+        data = bytes(self._buf[HEADER.size : HEADER.size + size])
+        del self._buf[: HEADER.size + size]
+        try:
+            frame = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise FrameError(f"undecodable frame: {type(exc).__name__}") from None
+        if not isinstance(frame, dict):
+            raise FrameError("a frame must be a JSON object")
+        return frame
+
+    def at_boundary(self) -> bool:
+        """True when no partial frame is buffered."""
+        return not self._buf
+
+
+class FrameWriter:
+    """Queues frames for a non-blocking descriptor and writes as much as it takes."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._pending = bytearray()
+
+    def queue(self, obj: Any) -> None:
+        self._pending += encode_frame(obj)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def flush(self) -> None:
+        """Write what the descriptor accepts now; OSError when the reader has gone."""
+        while self._pending:
+            try:
+                written = os.write(self.fd, self._pending[:READ_CHUNK])
+            except BlockingIOError:
+                return
+            del self._pending[:written]
 
 
 def decode_done(frame: dict[str, Any], backend: str):

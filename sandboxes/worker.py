@@ -1,28 +1,34 @@
 """Warm worker that runs *inside* a sandbox (standard library only).
 
-The trusted host starts one of these per pool slot inside an outer namespace sandbox
-(bubblewrap or a container). It pre-imports the pool's modules once, then for each job:
+The trusted host starts one of these per pool slot inside an outer sandbox (bubblewrap
+or a container). It pre-imports the pool's modules once, then for each job:
 
-  worker (zygote) --fork--> supervisor --unshare(user, pid, mount, ipc)--fork--> job
+  worker (zygote) --fork--> supervisor --fork--> job
 
-The job process is PID 1 of a fresh PID namespace, with a fresh tmpfs scratch at /tmp,
-its own /proc (so it sees no other process), rlimits, no capabilities and a cleared
-environment. When it exits the kernel kills everything it started, so a fork bomb or a
-`setsid` escapee cannot outlive the job. The supervisor is trusted: it relays framed
-messages between the host and the job, caps output, enforces the wall clock and
-reports usage. Only the supervisor speaks to the host; the job's frames are checked.
+The supervisor is trusted: it walls the job in, relays framed messages between the host
+and the job, caps output, enforces the wall clock and reports usage. Only the supervisor
+speaks to the host. How the job is walled in depends on the worker's mode (an
+`Isolation`):
 
-Container mode (`worker.py --container PRELOAD`, used by the docker backend): Docker's
-default seccomp profile forbids `unshare`, so the per-job isolation is done without new
-namespaces. The worker must be PID 1 of its container (init cannot be killed by its own
-namespace). Each job gets a freshly made scratch directory; when the job ends the
-supervisor kills every process except PID 1 and itself (`kill(-1)`), and the worker then
-kills anything left, removes everything jobs can write (/tmp, /dev/shm, /dev/mqueue,
-System V IPC objects) and reports `clean` before it takes the next job. rlimits are as
-in the process mode; the container itself supplies no network, a read-only root,
-no capabilities, no-new-privileges and a non-root uid.
+- namespaces (default): the job is PID 1 of fresh user, PID, mount and IPC namespaces,
+  with a fresh tmpfs scratch at /tmp and an empty /proc. When it exits the kernel kills
+  everything it started, so a fork bomb or a `setsid` escapee cannot outlive the job.
+- container (`--container`, the docker backend): Docker's seccomp profile forbids
+  `unshare`, so the job gets no new namespaces. The worker must be PID 1 of its
+  container (init cannot be killed from its own namespace). When the job ends the
+  supervisor kills every process but PID 1 and itself (`kill(-1)`); the worker then
+  kills anything left, wipes everything jobs can write (/tmp, /dev/shm, /dev/mqueue,
+  System V IPC) and reports `clean` before it takes the next job. The container itself
+  supplies no network, a read-only root, no capabilities and a non-root uid.
+- unsafe (`--unsafe`, the operator's explicit choice where no namespaces can be made):
+  rlimits, a private scratch directory and the job's own process group, nothing else.
 
-Frames are a 4-byte big-endian length followed by UTF-8 JSON.
+The protocol channel cannot be used against the host. Before the job's code runs it
+holds exactly four descriptors: stdin, stdout and stderr pipes to the supervisor and the
+channel socket (fd 3, closed for commands). Every frame names the job's nonce; the
+supervisor reads the channel without ever blocking, so junk, a forged or oversized
+frame, a half-written frame or a flood cannot stall its clock, and it reports such
+tampering as the job's violation. Frames are a 4-byte big-endian length and UTF-8 JSON.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import fcntl
 import importlib
 import os
 import resource
@@ -41,18 +48,39 @@ import sys
 import tempfile
 import time
 import traceback
+from typing import Any, NoReturn
 
 # Run as a script with -I: make the package importable from the mount root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from sandboxes.frames import FrameError, read_frame, write_frame  # noqa: E402
+from sandboxes.frames import FrameError, FrameReader, FrameWriter, encode_frame, read_frame, write_frame  # noqa: E402
 
 JOB_MAX_FRAME = 16 * 1024 * 1024
 SCRATCH = "/tmp/work"
-# Unsafe mode (`worker.py --unsafe PRELOAD`): the operator's explicit choice where no
-# namespaces can be made. Jobs get rlimits, a private scratch directory and their own
-# process group, and nothing else: they can read what the service user can read.
-UNSAFE = False
+STDIN_FD, STDOUT_FD, STDERR_FD, CHANNEL_FD = 0, 1, 2, 3
+# Descriptors closed one by one where /proc/self/fd cannot be listed.
+FALLBACK_MAX_FD = 4096
+# Exit code of a job whose set-up failed before the target ran (sysexits EX_SOFTWARE).
+JOB_SETUP_FAILED = 70
+# A SIGKILL the supervisor did not send, after this share of the CPU budget, was the CPU
+# rlimit. Not 1.0: under contention rusage reads up to ~20% below what the rlimit counted.
+CPU_KILL_SHARE = 0.75
+# rlimits take whole seconds; round a fractional budget up, never down to zero.
+CPU_ROUND_UP = 0.999
+# RLIMIT_NPROC counts the supervisor and job's own processes too.
+NPROC_HEADROOM = 4
+# A MemoryError traceback ends the job's stderr: look this far back for it.
+STDERR_TAIL_SCAN = 4000
+CAPTURE_CHUNK = 65536
+# Bounded, so a hostile exception message cannot make the result frame huge.
+RAISED_MESSAGE_CHARS = 2000
+VIOLATION_CHARS = 200
+# How long the supervisor keeps reading a frame the host is still writing after the job
+# ended, so that the idle worker never starts reading in the middle of a frame.
+HOST_FRAME_DRAIN_S = 2.0
+# Poll interval once the wall clock has run out and the kill is on its way.
+KILL_POLL_S = 0.01
+DEFAULT_SCRATCH_MB = 64
 # Container mode: every place a job can write, wiped after each job.
 CONTAINER_WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
 CONTAINER_CLEANUP_S = 5.0
@@ -68,6 +96,11 @@ MS_NOEXEC = 0x8
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_DUMPABLE = 4
+JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# Words the host shows for failures of the sandbox itself (never an exception's text).
+TAMPERED_CHANNEL = "the job wrote a malformed or forged frame on its protocol channel"
+STALLED_CHANNEL = "the job stopped reading its protocol channel"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -97,21 +130,154 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
+# ---------------------------------------------------------------------- isolation
+
+
+class Isolation:
+    """How one worker mode walls a job in. The base is the unsafe mode's floor."""
+
+    name = "unsafe"
+
+    def make_scratch(self, limits: dict) -> str:
+        """In the supervisor, before the job: the job's working directory."""
+        return tempfile.mkdtemp(prefix="assay-job-")
+
+    def wall_in_job(self) -> None:
+        """In the job, before its code: what this mode adds to rlimits and a session."""
+
+    def after_job_exit(self, pid: int) -> None:
+        """In the supervisor, once the job's main process exited: end what it started.
+        Only the job's process group: a `setsid` escapee survives (unsafe)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+    def remove_scratch(self, scratch: str) -> None:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    def await_supervisor(self, pid: int, host_out: int, nonce: str) -> None:
+        """In the worker: wait for the supervisor and report a failure it could not."""
+        _, status = os.waitpid(pid, 0)
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            _report_supervisor_failure(host_out, nonce, status)
+
+    def between_jobs(self, host_out: int) -> bool:
+        """In the worker, after each job; False ends the worker."""
+        return True
+
+
+class NamespaceIsolation(Isolation):
+    name = "namespaces"
+
+    def make_scratch(self, limits: dict) -> str:
+        uid, gid = os.getuid(), os.getgid()
+        # The worker is non-dumpable; /proc/self/*_map are only writable when dumpable.
+        # The job cannot see this process anyway (own PID namespace and /proc).
+        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"{uid} {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"{gid} {gid} 1")
+        _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        _mount("none", "/", "", MS_REC | MS_PRIVATE)
+        scratch_mb = int(limits.get("scratch_mb", DEFAULT_SCRATCH_MB))
+        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=0755")
+        os.mkdir(SCRATCH, 0o755)
+        return SCRATCH
+
+    def wall_in_job(self) -> None:
+        # A fresh procfs cannot be mounted under bwrap's partly read-only /proc, so the
+        # job gets an empty /proc: it sees no process, and its PID namespace keeps it
+        # from addressing any process outside.
+        _mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555")
+
+    def after_job_exit(self, pid: int) -> None:
+        pass  # the end of the PID namespace killed everything the job started
+
+    def remove_scratch(self, scratch: str) -> None:
+        pass  # the tmpfs dies with the supervisor's mount namespace
+
+
+class ContainerIsolation(Isolation):
+    name = "container"
+
+    def make_scratch(self, limits: dict) -> str:
+        # The worker wiped /tmp after the previous job; the directory is new.
+        os.mkdir(SCRATCH, 0o755)
+        return SCRATCH
+
+    def wall_in_job(self) -> None:
+        # If the container's memory limit is hit, the job and not its supervisor dies.
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def after_job_exit(self, pid: int) -> None:
+        # What a PID namespace's end does in process mode: nothing the job started
+        # outlives it (kill(-1) spares only PID 1 and the caller).
+        _kill_all_but_init()
+
+    def remove_scratch(self, scratch: str) -> None:
+        pass  # the worker wipes every writable place between jobs
+
+    def await_supervisor(self, pid: int, host_out: int, nonce: str) -> None:
+        """Here the job shares the supervisor's uid, so it can signal it (in namespace
+        mode it cannot even name it). A supervisor stopped or killed while its job ran
+        was attacked by the job: the job's violation, not an infrastructure failure.
+        (The host replaces the container after a violation.)"""
+        _, status = os.waitpid(pid, os.WUNTRACED)
+        # Nothing but the job signals the supervisor (the OOM killer is pointed at the job).
+        tampered = os.WIFSTOPPED(status) or os.WIFSIGNALED(status)
+        if os.WIFSTOPPED(status):
+            _kill_all_but_init()
+            os.waitpid(pid, 0)
+        if tampered:
+            write_frame(host_out, {"t": "done", "n": nonce, "exit_code": None, "signal": None, "killed_by": None,
+                                   "violations": ["the job signalled its sandbox supervisor"], "outcome": {},
+                                   "retire": True})
+        elif not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            _report_supervisor_failure(host_out, nonce, status)
+
+    def between_jobs(self, host_out: int) -> bool:
+        # The host waits for this before it releases the container for the next job; a
+        # failed cleanup ends the worker so that the host replaces the container.
+        try:
+            _container_cleanup()
+        except Exception:
+            traceback.print_exc()
+            write_frame(host_out, {"t": "clean", "ok": False})
+            return False
+        write_frame(host_out, {"t": "clean", "ok": True})
+        return True
+
+
+def _report_supervisor_failure(host_out: int, nonce: str, status: int) -> None:
+    # The traceback went to stderr (the operator's log); the host gets a stable word.
+    write_frame(host_out, {"t": "done", "n": nonce, "infrastructure_error": "supervisor_failed",
+                           "status": status})
+
+
 # --------------------------------------------------------------------------- job side
 
 
 class Channel:
     """What a called function uses to talk to the trusted host during a job."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, nonce: str) -> None:
         self._fd = fd
+        self._nonce = nonce
         self._next_id = 0
+
+    def send(self, frame: dict) -> None:
+        write_frame(self._fd, {**frame, "n": self._nonce})
 
     def ask(self, body: object) -> object:
         """Send `body` to the host's message handler and return its answer."""
         self._next_id += 1
         ask_id = self._next_id
-        write_frame(self._fd, {"t": "ask", "id": ask_id, "body": body})
+        self.send({"t": "ask", "id": ask_id, "body": body})
         while True:
             frame = read_frame(self._fd)
             if frame.get("t") == "ans" and frame.get("id") == ask_id:
@@ -125,13 +291,13 @@ class Channel:
             if kind == "finish":
                 return
             if kind == "req":
-                write_frame(self._fd, {"t": "ans", "id": frame.get("id"), "body": handler(frame.get("body"))})
+                self.send({"t": "ans", "id": frame.get("id"), "body": handler(frame.get("body"))})
 
 
 def _apply_limits(limits: dict) -> None:
     mem = int(limits["memory_mb"]) * 1024 * 1024
     # Soft == hard: the kernel then sends SIGKILL, which even a namespace's PID 1 gets.
-    cpu = max(1, int(float(limits["cpu_s"]) + 0.999))
+    cpu = max(1, int(float(limits["cpu_s"]) + CPU_ROUND_UP))
     fsize = int(limits["file_size_mb"]) * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
@@ -140,64 +306,80 @@ def _apply_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if os.getuid() != 0:
         # Counted per user: the host gives each worker its own uid when it can.
-        nproc = int(limits["processes"]) + 4
+        nproc = int(limits["processes"]) + NPROC_HEADROOM
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
-def _job_main(spec: dict, stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int, container: bool = False) -> None:
-    """Runs as PID 1 of the job's namespace (in container mode: in the container's). Never returns."""
-    code = 70
+def _renumber_descriptors(stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int, keep_channel: bool) -> None:
+    """Leave the job exactly fds 0-2 (and 3, the channel, for calls): nothing it inherits
+    by accident (the host pipes, the worker's files) is in reach of its code."""
+    # Move them above the targets first, so no dup2 overwrites one still to be moved.
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, CHANNEL_FD + 1) for fd in (stdin_fd, out_fd, err_fd, chan_fd)]
+    for target, fd in zip((STDIN_FD, STDOUT_FD, STDERR_FD, CHANNEL_FD), high, strict=True):
+        os.dup2(fd, target)
+    first_closed = CHANNEL_FD + 1 if keep_channel else CHANNEL_FD
+    # Only the open ones: closerange() over a container's million-fd limit falls back to
+    # one close() each where seccomp refuses close_range, which costs the job a second.
     try:
+        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        open_fds = list(range(FALLBACK_MAX_FD))
+    for fd in open_fds:
+        if fd >= first_closed:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _job_environment(spec: dict, scratch: str) -> dict[str, str]:
+    env = {"PATH": JOB_PATH, "HOME": scratch, "LANG": "C.UTF-8", "TMPDIR": scratch}
+    env.update(spec.get("env") or {})
+    os.environ.clear()
+    os.environ.update(env)
+    return env
+
+
+def _call_target(spec: dict) -> None:
+    """Call `module:function(payload, channel)` and send its result on the channel."""
+    nonce = spec["nonce"]
+    sys.stdout = open(STDOUT_FD, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(STDERR_FD, "w", closefd=False)  # noqa: SIM115
+    module_name, func_name = spec["target"].split(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    try:
+        value = func(spec.get("payload"), Channel(CHANNEL_FD, nonce))
+        frame: dict[str, Any] = {"t": "result", "value": value}
+    except BaseException as exc:  # the function's own failure is data for the host
+        frame = {"t": "raised", "type": type(exc).__name__, "message": str(exc)[:RAISED_MESSAGE_CHARS]}
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        data = encode_frame({**frame, "n": nonce})
+    except (TypeError, ValueError, RecursionError, MemoryError):
+        data = encode_frame({"t": "raised", "n": nonce, "type": "Unencodable",
+                             "message": "the return value is not JSON data"})
+    while data:
+        data = data[os.write(CHANNEL_FD, data) :]
+
+
+def _job_main(spec: dict, isolation: Isolation, scratch: str, fds: tuple[int, int, int, int]) -> NoReturn:
+    """The job process (in namespace mode, PID 1 of its namespace). Never returns."""
+    code = JOB_SETUP_FAILED
+    try:
+        _renumber_descriptors(*fds, keep_channel=spec["mode"] == "call")
         # Own session and process group: kill(0, ...) must not reach the supervisor.
         os.setsid()
-        os.chdir(SCRATCH)
-        os.dup2(stdin_fd, 0)
-        os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
-        os.dup2(chan_fd, 3)
-        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-            if fd > 3:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        os.set_inheritable(3, spec["mode"] == "call")
-        # A fresh procfs cannot be mounted under bwrap's partly read-only /proc, so the
-        # job gets an empty /proc: it sees no process, and PID namespaces keep it from
-        # addressing any process outside its own.
-        if UNSAFE:
-            pass  # no mount namespace: nothing can be hidden
-        elif not container:  # container mode: no CAP_SYS_ADMIN, the job sees the container's /proc
-            _mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555")
-        else:
-            # If the container's memory limit is hit, the job and not its supervisor dies.
-            with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-
+        os.chdir(scratch)
+        isolation.wall_in_job()
         # CPython ignores these; commands the job runs would inherit that.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SCRATCH, "LANG": "C.UTF-8", "TMPDIR": SCRATCH}
-        env.update(spec.get("env") or {})
-        os.environ.clear()
-        os.environ.update(env)
+        env = _job_environment(spec, scratch)
         _apply_limits(spec["limits"])
         _drop_capabilities()
         if spec["mode"] == "exec":
-            argv = spec["argv"]
-            os.execvpe(argv[0], argv, env)
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-        module_name, func_name = spec["target"].split(":")
-        func = getattr(importlib.import_module(module_name), func_name)
-        try:
-            value = func(spec.get("payload"), Channel(3))
-            frame = {"t": "result", "value": value}
-        except BaseException as exc:  # the function's own failure is data for the host
-            frame = {"t": "raised", "type": type(exc).__name__, "message": str(exc)[:2000]}
-            traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        write_frame(3, frame)
+            os.execvpe(spec["argv"][0], spec["argv"], env)
+        _call_target(spec)
         code = 0
     except BaseException:
         traceback.print_exc()
@@ -208,28 +390,10 @@ def _job_main(spec: dict, stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int,
 # ----------------------------------------------------------------------- supervisor
 
 
-def _enter_job_namespace(scratch_mb: int) -> None:
-    uid, gid = os.getuid(), os.getgid()
-    # The worker is non-dumpable; /proc/self/*_map are only writable when dumpable.
-    # The job cannot see this process anyway (own PID namespace and /proc).
-    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
-    with open("/proc/self/setgroups", "w") as f:
-        f.write("deny")
-    with open("/proc/self/uid_map", "w") as f:
-        f.write(f"{uid} {uid} 1")
-    with open("/proc/self/gid_map", "w") as f:
-        f.write(f"{gid} {gid} 1")
-    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    _mount("none", "/", "", MS_REC | MS_PRIVATE)
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=0755")
-    os.mkdir(SCRATCH, 0o755)
-
-
-def _write_files(files: dict) -> None:
+def _write_files(scratch: str, files: dict) -> None:
     for name, b64 in files.items():
-        path = os.path.normpath(os.path.join(SCRATCH, name))
-        if not path.startswith(SCRATCH + "/"):
+        path = os.path.normpath(os.path.join(scratch, name))
+        if not path.startswith(scratch + "/"):
             raise ValueError(f"file name escapes the scratch directory: {name!r}")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
@@ -237,12 +401,14 @@ def _write_files(files: dict) -> None:
 
 
 class _Capture:
+    """The job's stdout or stderr, kept up to a cap."""
+
     def __init__(self, fd: int, cap: int) -> None:
         self.fd, self.cap, self.data, self.truncated = fd, cap, bytearray(), False
 
     def pump(self) -> bool:
         """Read what is there; False at EOF or once over the cap."""
-        chunk = os.read(self.fd, 65536)
+        chunk = os.read(self.fd, CAPTURE_CHUNK)
         if not chunk:
             return False
         room = self.cap - len(self.data)
@@ -252,161 +418,240 @@ class _Capture:
             return False
         return True
 
-
-def _supervise(spec: dict, host_in: int, host_out: int, container: bool = False) -> None:
-    """Runs in a fork of the worker. Owns the host pipes until it sends `done`."""
-    limits = spec["limits"]
-    if UNSAFE:
-        global SCRATCH
-        SCRATCH = tempfile.mkdtemp(prefix="assay-job-")
-    elif container:
-        # The worker wiped /tmp after the previous job; the directory is new.
-        os.mkdir(SCRATCH, 0o755)
-    else:
-        _enter_job_namespace(int(limits.get("scratch_mb", 64)))
-    _write_files(spec.get("files") or {})
-    stdin_r, stdin_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    sup_sock, job_sock = socket.socketpair()
-    started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        for fd in (stdin_w, out_r, err_r, host_in, host_out):
-            os.close(fd)
-        sup_sock.close()
-        _job_main(spec, stdin_r, out_w, err_w, job_sock.detach(), container)
-    for fd in (stdin_r, out_w, err_w):
-        os.close(fd)
-    job_sock.close()
-    stdin_data = base64.b64decode(spec.get("stdin") or "")
-    if stdin_data:
-        os.set_blocking(stdin_w, False)
-    else:
-        os.close(stdin_w)
-    cap = int(limits["output_bytes"])
-    outputs = {out_r: _Capture(out_r, cap), err_r: _Capture(err_r, cap)}
-    pidfd = os.pidfd_open(pid)
-    chan = sup_sock.fileno()
-    deadline = started + float(limits["wall_s"])
-    killed_by = None
-    violations: list[str] = []
-    outcome: dict = {}
-    open_reads = {host_in, chan, out_r, err_r, pidfd}
-    exited = False
-
-    def kill(reason: str | None) -> None:
-        nonlocal killed_by
-        if killed_by is None:
-            killed_by = reason
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-    while not exited:
-        now = time.monotonic()
-        if now >= deadline:
-            kill("timeout")
-        writes = [stdin_w] if stdin_data else []
-        readable, writable, _ = select.select(list(open_reads), writes, [], max(0.0, deadline - now) or 0.01)
-        for fd in writable:
-            try:
-                stdin_data = stdin_data[os.write(fd, stdin_data[:65536]) :]
-            except (BrokenPipeError, BlockingIOError):
-                stdin_data = b""
-            if not stdin_data:
-                os.close(stdin_w)
-        for fd in readable:
-            if fd == pidfd:
-                exited = True
-                if container:
-                    # What a PID namespace's end does in process mode: nothing the job
-                    # started outlives it (kill(-1) spares only PID 1 and the caller).
-                    _kill_all_but_init()
-                elif UNSAFE:
-                    # Only the job's process group: a `setsid` escapee survives (unsafe).
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(pid, signal.SIGKILL)
-            elif fd in outputs:
-                if not outputs[fd].pump():
-                    open_reads.discard(fd)
-                    if outputs[fd].truncated:
-                        kill("output")
-            elif fd == chan:
-                try:
-                    frame = read_frame(chan, JOB_MAX_FRAME)
-                except (EOFError, ConnectionResetError):
-                    open_reads.discard(chan)
-                    continue
-                except (FrameError, ValueError, RecursionError) as exc:
-                    violations.append(f"bad frame from job: {exc}"[:200])
-                    open_reads.discard(chan)
-                    kill(None)
-                    continue
-                kind = frame.get("t") if isinstance(frame, dict) else None
-                if kind in ("ask", "ans"):
-                    write_frame(host_out, {"t": kind, "id": frame.get("id"), "body": frame.get("body")})
-                elif kind in ("result", "raised") and not outcome:
-                    outcome = frame
-            elif fd == host_in:
-                frame = read_frame(host_in)
-                if frame.get("t") == "abort":
-                    kill(None)
-                    violations.append("aborted by host")
-                elif chan in open_reads:
-                    try:
-                        write_frame(chan, frame)
-                    except OSError:
-                        open_reads.discard(chan)
-    # Drain what the job wrote before it died.
-    for fd, capture in outputs.items():
-        if fd in open_reads:
-            os.set_blocking(fd, False)
-            try:
-                while capture.pump():
-                    pass
-            except BlockingIOError:
+    def drain(self) -> None:
+        """After the job's end: what is left in the pipe (non-blocking)."""
+        with contextlib.suppress(BlockingIOError):
+            while self.pump():
                 pass
-    if chan in open_reads and not outcome:
-        sup_sock.setblocking(False)
+
+
+class JobSupervisor:
+    """Runs one job in a fork of the worker: start it, relay, enforce, report.
+
+    The loop never blocks on the job: every descriptor it reads or writes is
+    non-blocking, and it reads the channel only while nothing waits to go out, so a job
+    that floods or stops reading stalls itself, never the clock."""
+
+    def __init__(self, spec: dict, host_in: int, host_out: int, isolation: Isolation) -> None:
+        self.spec = spec
+        self.limits = spec["limits"]
+        self.nonce = spec["nonce"]
+        self.isolation = isolation
+        self.host_in = host_in
+        self.host_out = host_out
+        self.from_host = FrameReader(host_in)
+        self.to_host = FrameWriter(host_out)
+        self.killed_by: str | None = None
+        self.violations: list[str] = []
+        self.outcome: dict = {}
+        self.retire = False
+
+    def run(self) -> None:
+        scratch = self.isolation.make_scratch(self.limits)
         try:
-            frame = read_frame(chan, JOB_MAX_FRAME)
-            if isinstance(frame, dict) and frame.get("t") in ("result", "raised"):
-                outcome = frame
-        except (EOFError, BlockingIOError, FrameError, ValueError, RecursionError, OSError):
-            pass
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.monotonic() - started
-    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    if killed_by is None and sig in (signal.SIGXCPU,):
-        killed_by = "cpu"
-    if killed_by is None and sig == signal.SIGKILL and usage.ru_utime + usage.ru_stime >= 0.9 * float(limits["cpu_s"]):
-        killed_by = "cpu"
-    if killed_by is None and sig == signal.SIGXFSZ:
-        violations.append("file size limit exceeded")
-    stderr = bytes(outputs[err_r].data)
-    if killed_by is None and (outcome.get("type") == "MemoryError" or b"MemoryError" in stderr[-4000:]):
-        killed_by = "memory"
-    if UNSAFE:
-        shutil.rmtree(SCRATCH, ignore_errors=True)
-    write_frame(
-        host_out,
-        {
+            _write_files(scratch, self.spec.get("files") or {})
+            self._start_job(scratch)
+            self._relay_until_exit()
+            self._collect_leftovers()
+            done = self._report()
+        finally:
+            self.isolation.remove_scratch(scratch)
+        self._send_final(done)
+
+    # -- steps
+
+    def _start_job(self, scratch: str) -> None:
+        stdin_r, self.stdin_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        sup_sock, job_sock = socket.socketpair()
+        # From here on, whatever fails is the job's: the host is told that it started.
+        write_frame(self.host_out, {"t": "started", "n": self.nonce})
+        self.started = time.monotonic()
+        self.pid = os.fork()
+        if self.pid == 0:
+            sup_sock.close()
+            for fd in (self.stdin_w, out_r, err_r, self.host_in, self.host_out):
+                os.close(fd)
+            _job_main(self.spec, self.isolation, scratch, (stdin_r, out_w, err_w, job_sock.detach()))
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+        job_sock.close()
+        self.chan = sup_sock.detach()
+        cap = int(self.limits["output_bytes"])
+        self.stdout, self.stderr = _Capture(out_r, cap), _Capture(err_r, cap)
+        self.stdin_data = base64.b64decode(self.spec.get("stdin") or "")
+        for fd in (self.chan, self.stdin_w, out_r, err_r, self.host_in, self.host_out):
+            os.set_blocking(fd, False)
+        if not self.stdin_data:
+            os.close(self.stdin_w)
+        self.from_job = FrameReader(self.chan, JOB_MAX_FRAME)
+        self.to_job = FrameWriter(self.chan)
+        self.chan_open = True
+        self.pidfd = os.pidfd_open(self.pid)
+        self.deadline = self.started + float(self.limits["wall_s"])
+        self.exited = False
+
+    def _relay_until_exit(self) -> None:
+        captures = {self.stdout.fd: self.stdout, self.stderr.fd: self.stderr}
+        open_outputs = set(captures)
+        while not self.exited:
+            now = time.monotonic()
+            if now >= self.deadline:
+                self._kill("timeout")
+            reads = [self.pidfd, *open_outputs]
+            if not self.from_host.eof:
+                reads.append(self.host_in)
+            # Backpressure: take the job's next frame only once the last one is out.
+            if self.chan_open and not self.to_host.pending and not self.to_job.pending:
+                reads.append(self.chan)
+            writes = [fd for fd, busy in ((self.stdin_w, bool(self.stdin_data)),
+                                          (self.chan, self.chan_open and bool(self.to_job.pending)),
+                                          (self.host_out, bool(self.to_host.pending))) if busy]
+            readable, writable, _ = select.select(reads, writes, [], max(self.deadline - now, KILL_POLL_S))
+            for fd in writable:
+                self._on_writable(fd)
+            for fd in readable:
+                if fd == self.pidfd:
+                    self.exited = True
+                    self.isolation.after_job_exit(self.pid)
+                elif fd in captures:
+                    if not captures[fd].pump():
+                        open_outputs.discard(fd)
+                        if captures[fd].truncated:
+                            self._kill("output")
+                elif fd == self.chan:
+                    self._on_job_readable()
+                elif fd == self.host_in:
+                    self._on_host_readable()
+
+    def _collect_leftovers(self) -> None:
+        """After the job's exit: what it wrote before it died, and the host's frame in flight."""
+        self.stdout.drain()
+        self.stderr.drain()
+        if self.chan_open and not self.outcome:
+            with contextlib.suppress(OSError):
+                self._on_job_readable()
+        # The idle worker reads the host pipe frame by frame: leave it at a boundary.
+        give_up = time.monotonic() + HOST_FRAME_DRAIN_S
+        while not self.from_host.at_boundary() and not self.from_host.eof:
+            if not select.select([self.host_in], [], [], max(give_up - time.monotonic(), 0))[0]:
+                self.retire = True  # the host stopped mid-frame: this worker is out of step
+                break
+            self.from_host.fill()
+
+    def _report(self) -> dict:
+        _, status, usage = os.wait4(self.pid, 0)
+        cpu_s = usage.ru_utime + usage.ru_stime
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        stderr = bytes(self.stderr.data)
+        self._classify_end(sig, cpu_s, stderr)
+        return {
             "t": "done",
+            "n": self.nonce,
             "exit_code": exit_code,
             "signal": sig,
-            "stdout": base64.b64encode(bytes(outputs[out_r].data)).decode(),
+            "stdout": base64.b64encode(bytes(self.stdout.data)).decode(),
             "stderr": base64.b64encode(stderr).decode(),
-            "stdout_truncated": outputs[out_r].truncated,
-            "stderr_truncated": outputs[err_r].truncated,
-            "wall_s": wall,
-            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "stdout_truncated": self.stdout.truncated,
+            "stderr_truncated": self.stderr.truncated,
+            "wall_s": time.monotonic() - self.started,
+            "cpu_s": cpu_s,
             "peak_memory_mb": usage.ru_maxrss / 1024,
-            "killed_by": killed_by,
-            "violations": violations,
-            "outcome": outcome,
-        },
-    )
+            "killed_by": self.killed_by,
+            "violations": self.violations,
+            "outcome": self.outcome,
+            "retire": self.retire,
+        }
+
+    def _send_final(self, done: dict) -> None:
+        os.set_blocking(self.host_out, True)
+        os.set_blocking(self.host_in, True)
+        self.to_host.queue(done)
+        self.to_host.flush()
+
+    # -- events
+
+    def _kill(self, reason: str | None, violation: str | None = None) -> None:
+        if self.killed_by is None:
+            self.killed_by = reason
+        if violation and violation not in self.violations:
+            self.violations.append(violation)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def _close_channel(self) -> None:
+        if self.chan_open:
+            self.chan_open = False
+            with contextlib.suppress(OSError):
+                os.close(self.chan)
+
+    def _on_writable(self, fd: int) -> None:
+        if fd == self.stdin_w:
+            try:
+                self.stdin_data = self.stdin_data[os.write(fd, self.stdin_data[:CAPTURE_CHUNK]) :]
+            except BlockingIOError:
+                return
+            except BrokenPipeError:
+                self.stdin_data = b""
+            if not self.stdin_data:
+                os.close(self.stdin_w)
+        elif fd == self.chan:
+            try:
+                self.to_job.flush()
+            except OSError:
+                self._close_channel()  # the job closed its end: it can only lose answers
+        elif fd == self.host_out:
+            self.to_host.flush()
+
+    def _on_job_readable(self) -> None:
+        self.from_job.fill()
+        try:
+            while (frame := self.from_job.next()) is not None:
+                self._from_job(frame)
+        except FrameError:
+            self._tampered(TAMPERED_CHANNEL)
+            return
+        if self.from_job.eof:
+            # A frame cut short by the job's death is not tampering: it just never arrived.
+            self._close_channel()
+
+    def _from_job(self, frame: dict) -> None:
+        kind = frame.get("t")
+        if frame.get("n") != self.nonce or kind not in ("ask", "ans", "result", "raised"):
+            raise FrameError("forged frame")
+        if kind in ("ask", "ans"):
+            self.to_host.queue({"t": kind, "n": self.nonce, "id": frame.get("id"), "body": frame.get("body")})
+        elif not self.outcome:
+            self.outcome = {key: frame.get(key) for key in ("t", "value", "type", "message") if key in frame}
+
+    def _tampered(self, what: str) -> None:
+        self._close_channel()
+        self._kill(None, what)
+
+    def _on_host_readable(self) -> None:
+        self.from_host.fill()
+        if self.from_host.eof:
+            self._kill(None, "aborted by host")  # the host went away: nobody waits for the job
+        while (frame := self.from_host.next()) is not None:
+            if frame.get("t") == "abort":
+                self._kill(None, "aborted by host")
+            elif self.chan_open:
+                self.to_job.queue(frame)
+                with contextlib.suppress(OSError):
+                    self.to_job.flush()
+
+    def _classify_end(self, sig: int | None, cpu_s: float, stderr: bytes) -> None:
+        if self.killed_by is None and sig == signal.SIGXCPU:
+            self.killed_by = "cpu"
+        if self.killed_by is None and sig == signal.SIGKILL and cpu_s >= CPU_KILL_SHARE * float(self.limits["cpu_s"]):
+            self.killed_by = "cpu"
+        if self.killed_by is None and sig == signal.SIGXFSZ:
+            self.violations.append("file size limit exceeded")
+        if self.killed_by is None and (self.outcome.get("type") == "MemoryError"
+                                       or b"MemoryError" in stderr[-STDERR_TAIL_SCAN:]):
+            self.killed_by = "memory"
 
 
 # ------------------------------------------------------------------ container mode
@@ -471,24 +716,6 @@ def _remove_sysv_ipc() -> None:
                 getattr(_libc, func)(ipc_id, IPC_RMID, None)
 
 
-def _await_supervisor_in_container(pid: int, host_out: int) -> None:
-    """In a container the job shares the supervisor's uid, so it can signal it (in
-    process mode it cannot even name it). A supervisor that was SIGKILLed or stopped
-    while its job ran was attacked by the job: that is reported as the job's violation,
-    not as an infrastructure failure. (The container is replaced after a violation.)"""
-    _, status = os.waitpid(pid, os.WUNTRACED)
-    # Nothing but the job signals the supervisor (the OOM killer is pointed at the job).
-    tampered = os.WIFSTOPPED(status) or os.WIFSIGNALED(status)
-    if os.WIFSTOPPED(status):
-        _kill_all_but_init()
-        os.waitpid(pid, 0)
-    if tampered:
-        write_frame(host_out, {"t": "done", "exit_code": None, "signal": None, "killed_by": None,
-                               "violations": ["the job signalled its sandbox supervisor"], "outcome": {}})
-    elif not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-        write_frame(host_out, {"t": "done", "infrastructure_error": f"supervisor failed with status {status}"})
-
-
 def _container_cleanup() -> None:
     _reap_and_kill_rest(time.monotonic() + CONTAINER_CLEANUP_S)
     for top in CONTAINER_WRITABLE:
@@ -496,69 +723,80 @@ def _container_cleanup() -> None:
     _remove_sysv_ipc()
 
 
-def main() -> None:
-    global UNSAFE
-    args = sys.argv[1:]
+# ------------------------------------------------------------------------- worker
+
+
+def _parse_mode(args: list[str]) -> tuple[Isolation, list[str]]:
+    """`[--unsafe | --container] PRELOAD` -> the isolation and the modules to preload."""
+    isolation: Isolation = NamespaceIsolation()
     if args and args[0] == "--unsafe":
         if os.geteuid() == 0:
             sys.exit("unsafe mode refuses to run jobs as root: start the service as an unprivileged user")
-        UNSAFE = True
-        args = args[1:]
-    container = bool(args) and args[0] == "--container"
-    if container:
-        args = args[1:]
+        isolation, args = Isolation(), args[1:]
+    elif args and args[0] == "--container":
         if os.getpid() != 1:
             # kill(-1) in container mode would take the worker down with the job.
             sys.exit("container mode needs the worker to be PID 1 of its container (no --init)")
+        isolation, args = ContainerIsolation(), args[1:]
         _container_cleanup()
-    preload = [m for m in args[0].split(",") if m] if args else []
-    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    for name in preload:
+    return isolation, [m for m in args[0].split(",") if m] if args else []
+
+
+def _preload(modules: list[str]) -> None:
+    for name in modules:
         module = importlib.import_module(name)
         # Lazy imports and caches filled here are inherited by every forked job.
         warm_up = getattr(module, "sandbox_warm_up", None)
         if callable(warm_up):
             warm_up()
-    # Keep the protocol pipes away from anything a job could inherit by accident.
-    host_in, host_out = os.dup(0), os.dup(1)
+
+
+def _take_protocol_pipes() -> tuple[int, int]:
+    """Move the host pipes off 0 and 1, so nothing a job starts finds them there."""
+    host_in, host_out = os.dup(STDIN_FD), os.dup(STDOUT_FD)
     devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
+    os.dup2(devnull, STDIN_FD)
+    os.dup2(devnull, STDOUT_FD)
+    os.close(devnull)
+    return host_in, host_out
+
+
+def _supervise_in_fork(spec: dict, host_in: int, host_out: int, isolation: Isolation) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        # A signal ends the supervisor as a signal, not as a KeyboardInterrupt.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        try:
+            JobSupervisor(spec, host_in, host_out, isolation).run()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        os._exit(code)
+    return pid
+
+
+def main() -> None:
+    isolation, preload = _parse_mode(sys.argv[1:])
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    _preload(preload)
+    host_in, host_out = _take_protocol_pipes()
     write_frame(host_out, {"t": "ready", "pid": os.getpid(), "uid": os.getuid()})
     while True:
         try:
             frame = read_frame(host_in)
-        except EOFError:
-            return
+        except (EOFError, ValueError):
+            return  # the host closed the pipe, or it is out of step: the host replaces us
         if frame.get("t") != "job":
-            continue
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            if container:  # a signal ends the supervisor as a signal, not as a KeyboardInterrupt
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-            try:
-                _supervise(frame["spec"], host_in, host_out, container)
-                code = 0
-            except BaseException:
-                traceback.print_exc()
-            os._exit(code)
-        if container:
-            _await_supervisor_in_container(pid, host_out)
-        else:
-            _, status = os.waitpid(pid, 0)
-            if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-                write_frame(host_out, {"t": "done", "infrastructure_error": f"supervisor failed with status {status}"})
-        if container:
-            # The host waits for this before it releases the container for the next job;
-            # a failed cleanup ends the worker so that the host replaces the container.
-            try:
-                _container_cleanup()
-            except Exception as exc:
-                traceback.print_exc()
-                write_frame(host_out, {"t": "clean", "ok": False, "error": repr(exc)[:500]})
-                return
-            write_frame(host_out, {"t": "clean", "ok": True})
+            continue  # e.g. an abort that crossed the previous job's `done`
+        spec = frame["spec"]
+        pid = _supervise_in_fork(spec, host_in, host_out, isolation)
+        isolation.await_supervisor(pid, host_out, str(spec.get("nonce")))
+        # A supervisor that died mid-job may have left them non-blocking (shared description).
+        os.set_blocking(host_in, True)
+        os.set_blocking(host_out, True)
+        if not isolation.between_jobs(host_out):
+            return
 
 
 if __name__ == "__main__":

@@ -17,8 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
-from sandboxes.factory import create_sandbox
-from service.config import Settings
+from service.config import Settings, build_sandbox
 from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
 from service.metrics import Metrics
 from service.schemas import TaskRegistration
@@ -100,8 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = AuditStore(settings.database_url)
-        sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
-                                 unsafe_no_isolation=settings.unsafe_no_isolation)
+        sandbox = build_sandbox(settings)
         metrics = Metrics()
         engine = Engine(settings, store, sandbox, metrics)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine

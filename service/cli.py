@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from service.config import Settings
+from service.config import Settings, build_sandbox
 
 
 def _store(settings: Settings):
@@ -91,15 +91,13 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Verify locally through the same verifiers and sandbox, without a server or records."""
     from pydantic import ValidationError
 
-    from sandboxes.factory import create_sandbox
     from service.engine import Engine, Resolved, generation_of
     from service.metrics import Metrics
     from service.schemas import VerifyRequest
     from verifiers.base import TaskInvalid, UnknownVerifier
     from verifiers.inspection import apply_policies
 
-    sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
-                             unsafe_no_isolation=settings.unsafe_no_isolation)
+    sandbox = build_sandbox(settings)
     engine = Engine(settings, store=None, sandbox=sandbox, metrics=Metrics())  # type: ignore[arg-type]
     status = 0
     try:
@@ -162,12 +160,10 @@ def _export(store: Any, filters: dict[str, Any], out: Any) -> None:
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    from sandboxes.factory import create_sandbox
     from service.engine import Engine, TaskNotFound
     from service.metrics import Metrics
 
-    sandbox = create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
-                             unsafe_no_isolation=settings.unsafe_no_isolation)
+    sandbox = build_sandbox(settings)
     try:
         result = Engine(settings, _store(settings), sandbox, Metrics()).replay(args.record_id)
     except TaskNotFound as exc:

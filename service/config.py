@@ -10,6 +10,10 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sandboxes.base import Sandbox
+from sandboxes.factory import create_sandbox
+from sandboxes.warm import WorkerTimings
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ASSAY_", extra="ignore")
@@ -18,6 +22,13 @@ class Settings(BaseSettings):
     sandbox: Literal["process", "docker"] = "process"
     sandbox_workers: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1, le=256)
     sandbox_image: str = "assay-runtime:latest"
+    # Names this host on the sandbox containers it makes (leftovers of a crashed run are
+    # removed by the next start on the same host); the machine's hostname when unset.
+    sandbox_host: str | None = None
+    sandbox_acquire_timeout_s: float = Field(30.0, gt=0, description="Wait for a free sandbox worker.")
+    sandbox_start_timeout_s: float = Field(60.0, gt=0, description="A worker's start, and a job's hand-over.")
+    sandbox_host_grace_s: float = Field(5.0, gt=0, description="Past a job's wall limit: worker stuck.")
+    sandbox_container_max_jobs: int = Field(200, ge=1, description="Jobs per sandbox container before it is replaced.")
     # Loudly named on purpose: without namespaces untrusted code runs with the service's rights.
     unsafe_no_isolation: bool = False
     task_pack: Path | None = None
@@ -45,3 +56,13 @@ class Settings(BaseSettings):
     @cached_property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def build_sandbox(settings: Settings) -> Sandbox:
+    """The configured sandbox backend, every setting passed down."""
+    timings = WorkerTimings(start_timeout_s=settings.sandbox_start_timeout_s,
+                            host_grace_s=settings.sandbox_host_grace_s,
+                            acquire_timeout_s=settings.sandbox_acquire_timeout_s)
+    return create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
+                          unsafe_no_isolation=settings.unsafe_no_isolation, timings=timings,
+                          host_label=settings.sandbox_host, container_max_jobs=settings.sandbox_container_max_jobs)

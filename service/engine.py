@@ -183,10 +183,13 @@ class Engine:
         kind = "sandbox_error" if isinstance(exc, SandboxError) else "verifier_error"
         if isinstance(exc, SandboxBusy):
             kind = "sandbox_busy"
-        log.exception("verification failed in %s", verifier.name, exc_info=exc)
-        self.metrics.inc("assay_errors_total", verifier=verifier.name, kind=kind)
+        # A stable word for the part that failed; sandbox messages are ours, never a job's text.
+        cause = exc.cause if isinstance(exc, SandboxError) else "verifier_failed"
+        log.exception("verification failed in %s (%s)", verifier.name, cause, exc_info=exc)
+        self.metrics.inc("assay_errors_total", verifier=verifier.name, kind=kind, cause=cause)
+        message = str(exc)[:500] if isinstance(exc, SandboxError) else "the verifier failed"
         return Outcome(Verdict.error, [hard("correctness", False)],
-                       {"error": kind, "message": f"{type(exc).__name__}: {str(exc)[:500]}"}, flags=[kind])
+                       {"error": kind, "error_cause": cause, "message": message}, flags=[kind])
 
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
         verifier = resolved.verifier

@@ -70,7 +70,15 @@ def test_hidden_tests_cannot_be_obtained_through_any_endpoint(client, live_serve
 
     def call(method: str, url: str, **kwargs):
         response = client.request(method, url, **kwargs)
+        # A 5xx page would hold nothing to leak and so pass the checks below: never accepted.
+        assert response.status_code < 500, (method, url, response.status_code)
         seen.append((f"{method} {url} -> {response.status_code}", response.text))
+        return response
+
+    def read(method: str, url: str, **kwargs):
+        response = call(method, url, **kwargs)
+        assert response.status_code == 200, (method, url, response.status_code)
+        assert response.content, (method, url)  # an empty body would pass vacuously too
         return response
 
     for task_id, task in (("code-http/assert-1", ASSERT_TASK), ("code-http/io-1", IO_TASK)):
@@ -83,7 +91,7 @@ def test_hidden_tests_cannot_be_obtained_through_any_endpoint(client, live_serve
         changed = json.loads(json.dumps(task).replace("QZX-hidden", "QZX-changed"))
         conflict = call("POST", "/v1/tasks", json={"task_id": task_id, "verifier": "code", "task": changed})
         assert conflict.status_code == 409, conflict.text
-        call("GET", f"/v1/tasks/{task_id}")
+        read("GET", f"/v1/tasks/{task_id}")
 
     outcomes = {}
     for name, response in (("honest", HONEST_ADD), ("wrong", WRONG_ADD), ("echo", ECHO_ADD)):
@@ -117,11 +125,11 @@ def test_hidden_tests_cannot_be_obtained_through_any_endpoint(client, live_serve
     rows = records.json()["records"]
     assert len(rows) >= 10
     for row in rows[:5]:
-        call("GET", f"/v1/records/{row['id']}")
-    call("POST", f"/v1/records/{outcomes['wrong']['record_id']}/replay")
-    call("GET", "/v1/records/export", params={"verifier": "code"})
-    call("GET", "/v1/verifiers")
-    call("GET", "/metrics")
+        read("GET", f"/v1/records/{row['id']}")
+    read("POST", f"/v1/records/{outcomes['wrong']['record_id']}/replay")
+    read("GET", "/v1/records/export", params={"verifier": "code"})
+    read("GET", "/v1/verifiers")
+    read("GET", "/metrics")
 
     for where, text in seen:
         assert_clean(text, where)

@@ -84,8 +84,21 @@ def test_unusable_answers_get_no_reward(math_verifier, sandbox, response):
     assert outcome.reward(task) == 0.0
 
 
-def test_case_counts_cover_the_contract():
-    assert len(EQUAL) + len(NOT_EQUAL) >= 100
+def _boxed_content(response: str) -> str | None:
+    if response.startswith("\\boxed{") and response.endswith("}"):
+        return response[len("\\boxed{"):-1]
+    return None
+
+
+# Exact pairs (no decimal side, whose precision makes the comparison one-way on purpose).
+SYMMETRIC = [(gold, inner) for gold, response in EQUAL
+             if (inner := _boxed_content(response)) and "." not in gold + inner and "%" not in inner]
+
+
+@pytest.mark.parametrize(("gold", "answer"), SYMMETRIC)
+def test_exact_equivalence_is_symmetric(math_verifier, sandbox, gold, answer):
+    swapped = _verdict(math_verifier, sandbox, answer, rf"\boxed{{{gold}}}")
+    assert swapped.verdict is Verdict.correct, swapped.evidence
 
 
 def test_last_number_fallback_is_configurable(math_verifier, sandbox):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -60,10 +63,38 @@ def test_output_flood_is_capped(box):
     assert result.killed_by == "output" and result.stdout_truncated and len(result.stdout) == 50_000
 
 
+NETWORK_PROBE = """
+import socket, sys
+reached = []
+for host in sys.argv[2:]:
+    try:
+        socket.create_connection((host, int(sys.argv[1])), timeout=1).close()
+        reached.append(host)
+    except OSError:
+        pass
+print("reached " + " ".join(reached) if reached else "blocked")
+"""
+
+
+def _host_addresses() -> list[str]:
+    """Loopback plus this machine's own addresses (where a listener on 0.0.0.0 answers)."""
+    found = {"127.0.0.1"}
+    for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+        found.add(str(info[4][0]))
+    return sorted(found)
+
+
 def test_no_network(box):
-    result = box.run(py("import socket\ns = socket.create_connection(('127.0.0.1', 22), timeout=2)"))
-    assert result.exit_code != 0
-    assert b"Network is unreachable" in result.stderr or b"Connection refused" in result.stderr
+    # A server really listens on the host, on every address: a job that shared the host's
+    # network would reach it. (A closed port would refuse isolated and open jobs alike.)
+    with socket.create_server(("0.0.0.0", 0)) as server:
+        port = str(server.getsockname()[1])
+        hosts = _host_addresses()
+        control = subprocess.run([sys.executable, "-c", NETWORK_PROBE, port, *hosts],
+                                 capture_output=True, text=True, timeout=30)
+        assert control.stdout.startswith("reached 127.0.0.1"), control  # the probe can see it
+        result = box.run(Job(command=["python3", "-c", NETWORK_PROBE, port, *hosts]))
+    assert result.stdout == b"blocked\n", result.stdout
 
 
 def test_system_is_read_only_and_host_files_are_hidden(box):
@@ -81,14 +112,47 @@ def test_scratch_is_private_to_each_job(box):
     assert b"left-behind" not in result.stdout and b"also" not in result.stdout
 
 
-def test_escaped_background_process_dies_with_the_job(box):
-    marker_job = Job(command=["sh", "-c", "(setsid sh -c 'sleep 3; echo late > /tmp/work/late' &); echo started"],
-                     limits=Limits(wall_s=2))
-    assert box.run(marker_job).stdout == b"started\n"
-    # Had the sleeper survived it would still hold the worker's uid's process slots;
-    # the next job runs in a fresh namespace and sees none of it.
-    result = box.run(Job(command=["sh", "-c", "ls /tmp/work; echo done"]))
-    assert result.stdout == b"done\n"
+ESCAPEE = """
+import os, socket, time
+name = "\\0assay-escape-probe"
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(name)
+        listener.listen(64)
+        while True:
+            listener.accept()
+    os._exit(0)
+for _ in range(500):
+    try:
+        socket.socket(socket.AF_UNIX).connect(name)
+        print("listening")
+        break
+    except OSError:
+        time.sleep(0.01)
+"""
+ESCAPEE_PROBE = """
+import socket
+try:
+    socket.socket(socket.AF_UNIX).connect("\\0assay-escape-probe")
+    print("survived")
+except OSError:
+    print("gone")
+"""
+
+
+def test_escaped_background_process_dies_with_the_job():
+    # A `setsid` grandchild listens on an abstract socket, in the network namespace that
+    # every job of a worker shares: had it outlived its job, the next job on the same
+    # (single) worker would reach it. The job first proves the listener is up.
+    single = ProcessSandbox(workers=1)
+    try:
+        assert single.run(Job(command=["python3", "-c", ESCAPEE], limits=Limits(wall_s=5))).stdout == b"listening\n"
+        result = single.run(Job(command=["python3", "-c", ESCAPEE_PROBE]))
+    finally:
+        single.close()
+    assert result.stdout == b"gone\n", result.stdout
 
 
 def test_kill_process_group_or_parent_does_not_hurt_the_worker(box):

@@ -51,6 +51,10 @@ PRELOAD = ("verifiers.code.candidate", *COMMON_MODULES)
 MAX_EXPORTS = 256
 AUDIT_MARKER = "[assay-audit] "
 MESSAGE_CHARS = 300
+# Bounds on what the audit report carries back.
+MAX_AUDIT_PATHS = 8
+AUDIT_PATH_CHARS = 120
+MAX_EXCEPTION_BASES = 8
 
 _NETWORK = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"}
 _SPAWN = {"os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "subprocess.Popen"}
@@ -70,8 +74,8 @@ def _note(kind: str, path: str | None = None) -> None:
         with contextlib.suppress(OSError):
             os.write(2, f"\n{AUDIT_MARKER}{kind}\n".encode())
     _events[kind] = _events.get(kind, 0) + 1
-    if path is not None and len(_paths) < 8:
-        _paths.append(path[:120])
+    if path is not None and len(_paths) < MAX_AUDIT_PATHS:
+        _paths.append(path[:AUDIT_PATH_CHARS])
 
 
 def _audit(event: str, args: tuple) -> None:
@@ -112,7 +116,7 @@ def _describe(exc: BaseException) -> dict[str, Any]:
         message = str(exc)[:MESSAGE_CHARS]
     except BaseException:  # a hostile __str__ must not take the harness down
         message = "<unprintable>"
-    return {"type": type(exc).__name__, "bases": bases[:8], "message": message,
+    return {"type": type(exc).__name__, "bases": bases[:MAX_EXCEPTION_BASES], "message": message,
             "exit": isinstance(exc, SystemExit | KeyboardInterrupt | GeneratorExit)}
 
 

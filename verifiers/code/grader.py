@@ -121,14 +121,20 @@ def grade(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__assay_tests__", "__builtins__": builtins}
     # Trusted definitions first (the task's prompt, e.g. HumanEval/32's `poly`): names
     # they define resolve to the task's own code, never to the candidate's redefinition.
-    prompt = payload.get("prompt")
-    if prompt:
-        exec(compile(prompt, PROMPT_FILENAME, "exec"), namespace)
     entry_point = payload["entry_point"]
     candidate = _proxy(channel, entry_point, counter)
-    _bind_exports(namespace, payload.get("exports") or {}, channel, counter)
-    namespace[entry_point] = candidate
-    exec(compile(payload["tests"], TESTS_FILENAME, "exec"), namespace)
+    try:
+        prompt = payload.get("prompt")
+        if prompt:
+            exec(compile(prompt, PROMPT_FILENAME, "exec"), namespace)
+        _bind_exports(namespace, payload.get("exports") or {}, channel, counter)
+        namespace[entry_point] = candidate
+        exec(compile(payload["tests"], TESTS_FILENAME, "exec"), namespace)
+    except BaseException as exc:
+        if counter[0] == 0 and not isinstance(exc, CandidateGone):
+            # Nothing of the candidate ran: the task's own code is broken.
+            return {"status": "bad_tests", "message": "the task's prompt or tests raised " + type(exc).__name__}
+        raise
     check = namespace.get("check")
     if not callable(check):
         return {"status": "bad_tests", "message": "the tests define no check(candidate)"}

@@ -34,6 +34,17 @@ GRADER_MARGIN_S = 5.0
 GRADER_MEMORY_MB = 1024
 # Audit events that are policy violations (hard `compliance`), not just flags.
 VIOLATION_EVENTS = {"network", "kill", "tamper_file"}
+# Bounds on what the candidate's self-reports may add to the evidence.
+MAX_EVENT_KINDS = 32
+MAX_STDERR_EVENTS = 16
+MAX_ERROR_TYPES = 16
+EVENT_CHARS = 40
+TYPE_CHARS = 60
+MESSAGE_CHARS = 300
+# Per-test limits that are not the task's to choose.
+CANDIDATE_PROCESSES = 16
+GRADER_PROCESSES = 8
+GRADER_OUTPUT_BYTES = 200_000
 
 
 @dataclass
@@ -69,7 +80,7 @@ def candidate_limits(task: CodeTask) -> Limits:
         wall_s=task.time_limit_s,
         cpu_s=task.time_limit_s,
         memory_mb=task.memory_mb,
-        processes=16,
+        processes=CANDIDATE_PROCESSES,
         output_bytes=task.output_bytes,
         file_size_mb=16,
         open_files=64,
@@ -79,8 +90,8 @@ def candidate_limits(task: CodeTask) -> Limits:
 
 def grader_limits(task: CodeTask) -> Limits:
     budget = task.time_limit_s + GRADER_MARGIN_S
-    return Limits(wall_s=budget, cpu_s=budget, memory_mb=GRADER_MEMORY_MB, processes=8,
-                  output_bytes=200_000, file_size_mb=1, open_files=64, scratch_mb=16)
+    return Limits(wall_s=budget, cpu_s=budget, memory_mb=GRADER_MEMORY_MB, processes=GRADER_PROCESSES,
+                  output_bytes=GRADER_OUTPUT_BYTES, file_size_mb=1, open_files=64, scratch_mb=16)
 
 
 def _ended_result(exc: SandboxError) -> CallResult | None:
@@ -117,19 +128,19 @@ class _Relay:
             return None
         if not isinstance(answer, dict):
             return {"ok": False, "error": {"type": "ProtocolError", "message": "malformed answer"}}
-        self._note(answer)
+        self.note_audit(answer.get("audit"))
+        error = answer.get("error")
+        if isinstance(error, dict) and len(self.errors) < MAX_ERROR_TYPES:
+            self.errors.append(str(error.get("type"))[:TYPE_CHARS])
         return answer
 
-    def _note(self, answer: dict[str, Any]) -> None:
-        audit = answer.get("audit")
+    def note_audit(self, audit: Any) -> None:
+        """Merge an audit report the candidate sent (advisory: it only adds flags)."""
         events = audit.get("events") if isinstance(audit, dict) else None
         if isinstance(events, dict):
             for key, count in events.items():
-                if isinstance(key, str) and isinstance(count, int) and len(self.events) < 32:
-                    self.events[key[:40]] = max(self.events.get(key[:40], 0), count)
-        error = answer.get("error")
-        if isinstance(error, dict) and len(self.errors) < 16:
-            self.errors.append(str(error.get("type"))[:60])
+                if isinstance(key, str) and isinstance(count, int) and len(self.events) < MAX_EVENT_KINDS:
+                    self.events[key[:EVENT_CHARS]] = max(self.events.get(key[:EVENT_CHARS], 0), count)
 
     def relay(self, body: Any) -> dict[str, Any]:
         """on_message handler for the grader: forward one call, wrap the reply so that
@@ -179,8 +190,8 @@ def stderr_events(stderr: bytes) -> dict[str, int]:
     found: dict[str, int] = {}
     marker = candidate_side.AUDIT_MARKER.encode()
     for line in stderr.splitlines():
-        if line.startswith(marker) and len(found) < 16:
-            kind = line[len(marker):].decode(errors="replace").strip()[:40]
+        if line.startswith(marker) and len(found) < MAX_STDERR_EVENTS:
+            kind = line[len(marker):].decode(errors="replace").strip()[:EVENT_CHARS]
             if kind.isidentifier():
                 found[kind] = 1
     return found
@@ -202,90 +213,107 @@ def _classify_events(run: TestRun, events: dict[str, int], error_types: list[str
 
 
 def _failure_detail(outcome: dict[str, Any], hidden: bool) -> dict[str, Any]:
-    detail: dict[str, Any] = {"type": str(outcome.get("type"))[:60]}
+    detail: dict[str, Any] = {"type": str(outcome.get("type"))[:TYPE_CHARS]}
     if outcome.get("line") is not None:
         detail["line"] = outcome.get("line")
     # A hidden test's own assertion message may quote expected values, and a candidate's
     # message may echo hidden inputs: both are withheld, only the type and line are shown.
     if not hidden:
-        detail["message"] = str(outcome.get("message", ""))[:300]
+        detail["message"] = str(outcome.get("message", ""))[:MESSAGE_CHARS]
     else:
         detail["message"] = "(withheld: hidden test)"
     return detail
 
 
 def run_assert_test(sandbox: Sandbox, task: CodeTask, program: str, name: str, tests: str, hidden: bool) -> TestRun:
+    """One check(candidate) test: candidate and grader in separate calls, relayed here."""
     run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
     session = sandbox.open(CANDIDATE_SERVE, {"code": program, "module_name": "solution"}, candidate_limits(task),
                            pool=CANDIDATE_POOL, preload=candidate_side.PRELOAD)
     relay = _Relay(session)
-    graded: CallResult | None = None
     try:
-        load = relay.ask({"op": "load"})
-        if load is not None and load.get("ok") is True:
-            payload = {"tests": tests, "entry_point": task.entry_point, "prompt": task.prompt,
-                       "exports": load.get("exports") if isinstance(load.get("exports"), dict) else {}}
-            graded = sandbox.call(GRADER_TARGET, payload, grader_limits(task), pool=GRADER_POOL,
-                                  preload=grader_side.PRELOAD, on_message=relay.relay)
-        elif load is not None:
-            error = load.get("error") if isinstance(load.get("error"), dict) else {}
-            # Nothing hidden has reached the candidate before its module loaded.
-            run.detail = {"phase": "load", **_failure_detail(error, hidden=False)}
-            run.stderr_safe = True
+        graded = _load_then_grade(sandbox, task, tests, relay, run)
     except BaseException:
         with contextlib.suppress(Exception):  # the session may already be closed
             session.abort()
         raise
     final = relay.finish()
     _absorb(run, final)
+    _note_candidate_events(run, relay, final)
+    if run.status != "timeout" and not run.killed_by:
+        _judge_assert_test(run, relay, graded, final)
+    return run
+
+
+def _load_then_grade(sandbox: Sandbox, task: CodeTask, tests: str, relay: _Relay, run: TestRun) -> CallResult | None:
+    """Load the candidate's module; if it loaded, run the tests against it in the grader."""
+    load = relay.ask({"op": "load"})
+    if load is None:
+        return None  # the candidate ended while loading
+    if load.get("ok") is not True:
+        error = load.get("error") if isinstance(load.get("error"), dict) else {}
+        # Nothing hidden has reached the candidate before its module loaded.
+        run.detail = {"phase": "load", **_failure_detail(error, hidden=False)}
+        run.stderr_safe = True
+        return None
+    payload = {"tests": tests, "entry_point": task.entry_point, "prompt": task.prompt,
+               "exports": load.get("exports") if isinstance(load.get("exports"), dict) else {}}
+    return sandbox.call(GRADER_TARGET, payload, grader_limits(task), pool=GRADER_POOL,
+                        preload=grader_side.PRELOAD, on_message=relay.relay)
+
+
+def _note_candidate_events(run: TestRun, relay: _Relay, final: CallResult) -> None:
+    """Audit events: from stderr (kept even when killed) and the last report, if any."""
     for kind, count in stderr_events(final.stderr).items():
         relay.events.setdefault(kind, count)
-    _classify_events(run, relay.events, relay.errors)
     if isinstance(final.value, dict):  # the candidate's last audit report, when it returned
-        audit = final.value.get("audit")
-        if isinstance(audit, dict) and isinstance(audit.get("events"), dict):
-            relay._note({"audit": audit})
-            _classify_events(run, relay.events, relay.errors)
-    if run.status == "timeout" or run.killed_by:
-        return run
-    if relay.ended is not None and graded is None:
-        run.detail = {"phase": "load", "type": "ProcessEnded", "message": "the candidate process ended while loading"}
-        run.flags.add("runtime:exit_during_test")
-        run.stderr_safe = True
-        return run
+        relay.note_audit(final.value.get("audit"))
+    _classify_events(run, relay.events, relay.errors)
+
+
+def _ended(run: TestRun, message: str, phase: str | None = None) -> None:
+    run.detail = {"type": "ProcessEnded", "message": message, **({"phase": phase} if phase else {})}
+    run.flags.add("runtime:exit_during_test")
+
+
+def _judge_assert_test(run: TestRun, relay: _Relay, graded: CallResult | None, final: CallResult) -> None:
+    """Decide a test the candidate's limits did not end. Only the grader's own verdict
+    can make it pass; everything else the candidate did can only make it fail."""
     if graded is None:
-        return run  # load failed; detail already says how
+        if relay.ended is not None:
+            _ended(run, "the candidate process ended while loading", phase="load")
+            run.stderr_safe = True
+        return  # or its module failed to load: the detail already says how
     if graded.killed_by:
         # The candidate was within its budget, so the test code itself overran (or the
         # candidate's data made it overrun): the test fails, and an auditor is told.
         run.status = "timeout" if graded.killed_by in ("timeout", "cpu") else "error"
         run.detail = {"type": "GraderLimit", "message": f"the grader hit its {graded.killed_by} limit"}
         run.flags.add("grader_limit")
-        return run
-    if not graded.returned:
-        kind = (graded.raised or {}).get("type", "died")
-        if kind == "CandidateGone":
-            run.detail = {"type": "ProcessEnded", "message": "the candidate process ended during the test"}
-            return run
-        # Never echo the message: it may quote the hidden tests.
-        raise SandboxError(f"the task's tests could not run in the grader ({kind})")
-    outcome = graded.value if isinstance(graded.value, dict) else {}
+        return
+    outcome = graded.value if graded.returned and isinstance(graded.value, dict) else None
+    if outcome is None:
+        # The grader ended without a verdict while it held the candidate's values: the
+        # test fails (the task's own tests were checked before any candidate call).
+        _ended(run, "the grader ended during the test")
+        return
+    _apply_grade(run, outcome, candidate_clean=relay.ended is None and final.returned)
+
+
+def _apply_grade(run: TestRun, outcome: dict[str, Any], candidate_clean: bool) -> None:
     status = outcome.get("status")
     if status == "bad_tests":
-        raise TaskInvalid("the task's tests define no check(candidate)")
-    if status == "pass" and relay.ended is None and final.returned:
+        raise TaskInvalid("the task's tests do not run: they must define check(candidate)")
+    if status == "pass" and candidate_clean:
         run.status = "pass"
     elif status == "pass":
-        run.detail = {"type": "ProcessEnded", "message": "the candidate process did not finish cleanly"}
-        run.flags.add("runtime:exit_during_test")
+        _ended(run, "the candidate process did not finish cleanly")
     elif status == "gone":
-        run.detail = {"type": "ProcessEnded", "message": "the candidate process ended during the test"}
-        run.flags.add("runtime:exit_during_test")
+        _ended(run, "the candidate process ended during the test")
     else:
         run.status = "fail" if status == "fail" else "error"
-        run.detail = _failure_detail(outcome, hidden)
+        run.detail = _failure_detail(outcome, run.hidden)
     run.detail["calls"] = outcome.get("calls", 0)
-    return run
 
 
 def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case: IOCase, hidden: bool) -> TestRun:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandboxes.sessions import close_warm_sessions
+
 from verifiers.base import Component, Outcome, Verdict, Verifier, VerifyContext, clip, hard, sha256_text, soft
 from verifiers.code import candidate as candidate_side
 from verifiers.code import grader as grader_side
@@ -20,6 +21,8 @@ from verifiers.code.task import CodeTask
 from verifiers.registry import register
 
 STDERR_EXCERPT = 1500
+# Bytes taken from the end of stderr before decoding: room for multi-byte characters.
+STDERR_TAIL_BYTES = STDERR_EXCERPT * 2
 
 
 def _invalid_format(reason: str) -> Outcome:
@@ -139,7 +142,7 @@ class CodeVerifier(Verifier):
             evidence["violations"] = violations
         if failing is not None:
             if failing.stderr_safe:
-                evidence["stderr"] = clip(failing.stderr[-STDERR_EXCERPT * 2:], STDERR_EXCERPT)
+                evidence["stderr"] = clip(failing.stderr[-STDERR_TAIL_BYTES:], STDERR_EXCERPT)
             elif failing.stderr:
                 evidence["stderr"] = "(withheld: the candidate had hidden inputs and could echo them)"
         usage = {

@@ -14,8 +14,8 @@ from typing import Any
 
 import sympy as sp
 
+from verifiers.math.answer import Parsed, ParseFailure, parse_answer
 from verifiers.math.compare import equivalent
-from verifiers.math.parse import Parsed, ParseFailure, parse_answer
 
 MAX_CHAINS = 20
 

@@ -4,71 +4,133 @@ side was written as a decimal. Runs inside the sandbox (sympy can be slow)."""
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import sympy as sp
 
-from verifiers.math.parse import Parsed
+from verifiers.math.answer import Parsed
 
-# Exact comparison falls back to 60-digit numerics for identities simplify misses; the
-# threshold is relative, so 1/2^99 and 1/2^98 stay different.
+# Exact comparison is numeric at 60 digits with a relative threshold, so 1/2^99 and
+# 1/2^98 stay different while identities simplify would be slow to prove are found.
+EXACT_DIGITS = 60
 EXACT_REL = sp.Rational(1, 10**45)
 ANSWER_DECIMAL_REL = 1e-6
+SAMPLE_POINTS = 6
 
 
-def equivalent(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
+@dataclass(frozen=True)
+class Policy:
+    # How a value written with % compares: "literal" (28% is 28), "fraction" (28% is 0.28),
+    # or "either" (28% matches 28 or 0.28).
+    percent: str = "either"
+    require_units: bool = False
+
+
+def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple[bool, str]:
     """Return (equal, how)."""
+    if policy.require_units and answer.unit != gold.unit:
+        return False, "unit_differs"
     if answer.kind == "multi" and len(answer.items) == 1:
         answer = answer.items[0]
     if gold.kind == "multi" and len(gold.items) == 1:
         gold = gold.items[0]
-    if answer.kind == "expr" and gold.kind == "expr":
-        return _expr_equal(answer, gold)
-    if answer.kind == "text" or gold.kind == "text":
+    kinds = {answer.kind, gold.kind}
+    if kinds == {"expr"}:
+        return _percent_equal(answer, gold, policy)
+    if "text" in kinds:
         if answer.kind == gold.kind:
             return answer.value == gold.value, "text"
         return False, "kind_mismatch"
-    if answer.kind == "tuple" and gold.kind == "tuple":
-        return _ordered(answer.items, gold.items, "tuple")
-    if answer.kind == "interval" and gold.kind == "interval":
-        if (answer.left_open, answer.right_open) != (gold.left_open, gold.right_open):
-            return False, "interval_bounds_differ"
-        return _ordered(answer.items, gold.items, "interval")
-    if {answer.kind, gold.kind} == {"tuple", "interval"}:
-        # "(2, 5)" is both a pair and an open interval; only an open interval can match it.
-        interval = answer if answer.kind == "interval" else gold
-        pair = gold if interval is answer else answer
-        if interval.left_open and interval.right_open and len(pair.items) == 2:
-            return _ordered(answer.items, gold.items, "open_interval_as_pair")
-        return False, "interval_bounds_differ"
-    unordered = {"set", "multi", "union"}
-    if answer.kind in unordered and gold.kind in unordered:
-        if "union" in (answer.kind, gold.kind) and answer.kind != gold.kind:
-            return False, "kind_mismatch"
-        return _unordered(answer.items, gold.items, answer.kind)
+    if kinds == {"matrix"} or kinds == {"matrix", "tuple"}:
+        return _matrix_equal(answer, gold, policy)
+    if kinds == {"equation"}:
+        return _equation_equal(answer.value, gold.value)
+    if kinds == {"equation", "expr"}:
+        # "y = 2x + 1" against "2x + 1" when the task lets a name stand for its value.
+        equation, value = (answer, gold) if answer.kind == "equation" else (gold, answer)
+        if equation.items:
+            return _expr_equal(equation.items[0], value)
+        return False, "kind_mismatch"
+    if kinds == {"ratio"}:
+        return _ratio_equal(answer, gold)
+    if kinds == {"ratio", "expr"}:
+        ratio, value = (answer, gold) if answer.kind == "ratio" else (gold, answer)
+        if len(ratio.items) == 2 and ratio.items[1].value != 0:
+            quotient = Parsed("expr", value=ratio.items[0].value / ratio.items[1].value)
+            return _expr_equal(quotient, value)
+        return False, "kind_mismatch"
+    if kinds == {"tuple"}:
+        return _ordered(answer.items, gold.items, "tuple", policy)
+    if kinds == {"multi"} and _labelled(answer) and _labelled(gold):
+        # A system's solution "x = 1, y = 2": each name keeps its value.
+        a = {item.label: item for item in answer.items}
+        b = {item.label: item for item in gold.items}
+        if a.keys() != b.keys():
+            return False, "names_differ"
+        same = all(equivalent(a[name], b[name], policy)[0] for name in a)
+        return same, "by_name"
+    if kinds <= {"multi", "set"}:
+        return _unordered(answer.flat() if answer.kind == "multi" else answer.items,
+                          gold.flat() if gold.kind == "multi" else gold.items, "set", policy)
+    if kinds == {"multi", "tuple"} and "braces" in (answer.value, gold.value):
+        return _unordered(answer.items, gold.items, "set", policy)
+    if kinds == {"multi", "tuple"}:
+        # "x = 3, y = 4" against (3, 4): a list read in order.
+        return _ordered(answer.items, gold.items, "list_as_tuple", policy)
+    if kinds & {"interval", "union", "region", "tuple", "set"}:
+        return _sets_equal(answer, gold, policy)
     return False, "kind_mismatch"
 
 
-def _ordered(a: list[Parsed], b: list[Parsed], how: str) -> tuple[bool, str]:
+def _labelled(p: Parsed) -> bool:
+    labels = [item.label for item in p.items]
+    return all(labels) and len(set(labels)) == len(labels)
+
+
+def _ordered(a: list[Parsed], b: list[Parsed], how: str, policy: Policy) -> tuple[bool, str]:
     if len(a) != len(b):
         return False, f"{how}_length_differs"
     for x, y in zip(a, b, strict=True):
-        if not equivalent(x, y)[0]:
+        if not equivalent(x, y, policy)[0]:
             return False, f"{how}_element_differs"
     return True, how
 
 
-def _unordered(a: list[Parsed], b: list[Parsed], how: str) -> tuple[bool, str]:
+def _unordered(a: list[Parsed], b: list[Parsed], how: str, policy: Policy) -> tuple[bool, str]:
+    a, b = distinct(a, policy), distinct(b, policy)
     if len(a) != len(b):
         return False, f"{how}_size_differs"
     remaining = list(b)
     for x in a:
         for i, y in enumerate(remaining):
-            if equivalent(x, y)[0]:
+            if equivalent(x, y, policy)[0]:
                 del remaining[i]
                 break
         else:
             return False, f"{how}_element_missing"
     return True, f"{how}_unordered"
+
+
+def distinct(items: list[Parsed], policy: Policy = Policy()) -> list[Parsed]:
+    """Items with repeats (equal values) removed, first occurrence kept."""
+    kept: list[Parsed] = []
+    for item in items:
+        if not any(equivalent(item, seen, policy)[0] for seen in kept):
+            kept.append(item)
+    return kept
+
+
+def _percent_equal(answer: Parsed, gold: Parsed, policy: Policy) -> tuple[bool, str]:
+    if not (answer.percent or gold.percent) or answer.percent == gold.percent or policy.percent == "literal":
+        return _expr_equal(answer, gold)
+    readings = {"fraction": (False,), "either": (True, False)}[policy.percent]
+    for literal in readings:
+        scaled = [Parsed("expr", value=p.value if literal or not p.percent else p.value / 100,
+                         decimals=None if not literal and p.percent else p.decimals) for p in (answer, gold)]
+        equal, how = _expr_equal(*scaled)
+        if equal:
+            return True, f"percent_{'literal' if literal else 'fraction'}_{how}"
+    return False, "percent"
 
 
 def _expr_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
@@ -84,20 +146,24 @@ def _expr_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
 
 
 def _exact_equal(a: sp.Expr, b: sp.Expr) -> tuple[bool, str]:
-    if a.has(sp.oo, -sp.oo, sp.zoo) or b.has(sp.oo, -sp.oo, sp.zoo):
+    if a.is_Rational and b.is_Rational:
+        return bool(a == b), "exact"
+    if a.has(sp.oo, -sp.oo, sp.zoo, sp.nan) or b.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
         return bool(a == b), "infinity"
-    diff = sp.simplify(a - b)
-    if diff == 0:
-        return True, "exact_simplify"
     try:
-        na, nb = sp.N(a, 60), sp.N(b, 60)
+        # Cheap first look: values apart at 15 digits are different; close ones are checked at 60.
+        qa, qb = complex(sp.N(a, 15)), complex(sp.N(b, 15))
+        if abs(qa - qb) > 1e-9 * max(abs(qa), abs(qb), 1e-300):
+            return False, "exact"
+        na, nb = sp.N(a, EXACT_DIGITS), sp.N(b, EXACT_DIGITS)
         scale = max(abs(na), abs(nb))
         if scale == 0:
             return True, "exact_numeric"
         if abs(na - nb) <= EXACT_REL * scale:
             return True, "exact_numeric"
     except (TypeError, ValueError):
-        pass
+        if sp.simplify(a - b) == 0:
+            return True, "exact_simplify"
     return False, "exact"
 
 
@@ -120,24 +186,136 @@ def _tolerant_equal(a: sp.Expr, b: sp.Expr, answer_places: int | None, gold_plac
     return False, "decimal_tolerance"
 
 
-def _symbolic_equal(a: sp.Expr, b: sp.Expr) -> tuple[bool, str]:
-    if isinstance(a, sp.Expr) and isinstance(b, sp.Expr):
-        if sp.expand(a - b) == 0:
-            return True, "symbolic_expand"
-        if sp.simplify(a - b) == 0:
-            return True, "symbolic_simplify"
-        symbols = sorted(a.free_symbols | b.free_symbols, key=lambda s: s.name)
-        if not symbols or a.free_symbols != b.free_symbols:
+def _symbolic_equal(a: sp.Basic, b: sp.Basic) -> tuple[bool, str]:
+    if not (isinstance(a, sp.Expr) and isinstance(b, sp.Expr)):
+        return False, "symbolic"
+    if sp.expand(a - b) == 0:
+        return True, "symbolic_expand"
+    symbols = sorted(a.free_symbols | b.free_symbols, key=lambda s: s.name)
+    # Deterministic random points: an identity holds at all of them, a difference rarely does.
+    rng = random.Random(1234)
+    for _ in range(SAMPLE_POINTS):
+        point = {s: sp.Rational(rng.randint(1, 97), rng.randint(1, 13)) for s in symbols}
+        try:
+            va, vb = complex(sp.N(a.subs(point), 30)), complex(sp.N(b.subs(point), 30))
+        except (TypeError, ValueError, ZeroDivisionError):
             return False, "symbolic"
-        # Deterministic random points as a last resort for identities simplify misses.
-        rng = random.Random(1234)
-        for _ in range(6):
-            point = {s: sp.Rational(rng.randint(1, 97), rng.randint(1, 13)) for s in symbols}
-            try:
-                va, vb = complex(sp.N(a.subs(point), 30)), complex(sp.N(b.subs(point), 30))
-            except (TypeError, ValueError, ZeroDivisionError):
-                return False, "symbolic"
-            if abs(va - vb) > 1e-12 * max(1.0, abs(vb)):
-                return False, "symbolic_sampling"
-        return True, "symbolic_sampling"
-    return False, "symbolic"
+        if abs(va - vb) > 1e-12 * max(1.0, abs(vb)):
+            return False, "symbolic_sampling"
+    return True, "symbolic_sampling"
+
+
+def _equation_equal(a: sp.Expr, b: sp.Expr) -> tuple[bool, str]:
+    """Equations are equal when one is a nonzero constant multiple of the other (same solutions)."""
+    if a == 0 or b == 0:
+        return bool(a == b), "equation"
+    ratio = sp.cancel(sp.together(a / b))
+    if ratio.free_symbols or ratio == 0:
+        return False, "equation_not_proportional"
+    return True, "equation_proportional"
+
+
+def _ratio_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
+    a, b = [p.value for p in answer.items], [p.value for p in gold.items]
+    if len(a) != len(b):
+        return False, "ratio_length_differs"
+    if any(x == 0 for x in a + b):
+        return all(_expr_equal(x, y)[0] for x, y in zip(answer.items, gold.items, strict=True)), "ratio_elementwise"
+    for i in range(1, len(a)):
+        if sp.simplify(a[0] * b[i] - a[i] * b[0]) != 0:
+            return False, "ratio_not_proportional"
+    return True, "ratio_proportional"
+
+
+def _matrix_equal(answer: Parsed, gold: Parsed, policy: Policy) -> tuple[bool, str]:
+    cells = []
+    for side in (answer, gold):
+        if side.kind == "matrix":
+            matrix = side.value
+            assert isinstance(matrix, sp.MatrixBase)
+            cells.append(([Parsed("expr", value=v, decimals=side.decimals) for v in matrix], matrix.shape))
+        else:  # a tuple against a row or column vector
+            cells.append((side.items, None))
+    (a, a_shape), (b, b_shape) = cells
+    if a_shape and b_shape and a_shape != b_shape:
+        return False, "matrix_shape_differs"
+    if (a_shape is None or b_shape is None) and 1 not in (a_shape or b_shape or (1,)):
+        return False, "matrix_not_a_vector"
+    equal, how = _ordered(a, b, "matrix", policy)
+    return equal, how
+
+
+# ------------------------------------------------------------------ sets and solution sets
+
+def _as_set(p: Parsed) -> sp.Set | None:
+    """A sympy set for an interval, union, finite set, solution set or open pair; None if not exact."""
+    if p.decimals is not None:
+        return None
+    if p.kind == "region":
+        return p.value  # type: ignore[return-value]
+    if p.kind == "interval" or p.kind == "tuple" and len(p.items) == 2:
+        lo, hi = p.items
+        if lo.kind != "expr" or hi.kind != "expr" or lo.decimals is not None or hi.decimals is not None:
+            return None
+        if not (lo.value.is_real or lo.value in (sp.oo, -sp.oo)) or not (hi.value.is_real or hi.value in (
+                sp.oo, -sp.oo)):
+            return None
+        return sp.Interval(lo.value, hi.value, left_open=p.left_open or p.kind == "tuple",
+                           right_open=p.right_open or p.kind == "tuple")
+    if p.kind == "set":
+        if any(i.kind != "expr" or i.decimals is not None for i in p.items):
+            return None
+        return sp.FiniteSet(*[i.value for i in p.items])
+    if p.kind == "union":
+        parts = [_as_set(i) for i in p.items]
+        if any(part is None for part in parts):
+            return None
+        return sp.Union(*parts)
+    if p.kind == "expr" and p.decimals is None:
+        return sp.FiniteSet(p.value)
+    return None
+
+
+def _pieces(p: Parsed) -> list[Parsed]:
+    if p.kind == "union":
+        return [piece for item in p.items for piece in _pieces(item)]
+    if p.kind == "set":
+        return list(p.items)
+    if p.kind == "tuple" and len(p.items) == 2:
+        return [Parsed("interval", items=p.items, left_open=True, right_open=True)]
+    return [p]
+
+
+def _sets_equal(answer: Parsed, gold: Parsed, policy: Policy) -> tuple[bool, str]:
+    if answer.kind == "tuple" and gold.kind == "tuple":
+        return _ordered(answer.items, gold.items, "tuple", policy)
+    if answer.kind == "tuple" and len(answer.items) != 2 or gold.kind == "tuple" and len(gold.items) != 2:
+        return False, "kind_mismatch"
+    pieces_a, pieces_b = _pieces(answer), _pieces(gold)
+    if len(pieces_a) == len(pieces_b) == 1 and pieces_a[0].kind == pieces_b[0].kind == "interval":
+        # Two single intervals: their ends decide, without sympy's set algebra.
+        return _same_pieces(pieces_a, pieces_b, policy)
+    exact_a, exact_b = _as_set(answer), _as_set(gold)
+    if exact_a is not None and exact_b is not None:
+        if exact_a == exact_b:
+            return True, "same_set"
+        difference = sp.Union(sp.Complement(exact_a, exact_b), sp.Complement(exact_b, exact_a))
+        if difference == sp.S.EmptySet:
+            return True, "same_set"
+        if difference.is_empty is False:
+            return False, "sets_differ"
+    return _same_pieces(pieces_a, pieces_b, policy)
+
+
+def _same_pieces(pieces_a: list[Parsed], pieces_b: list[Parsed], policy: Policy) -> tuple[bool, str]:
+    if len(pieces_a) != len(pieces_b):
+        return False, "sets_differ"
+    for x, y in zip(pieces_a, pieces_b, strict=True):
+        if x.kind == "interval" and y.kind == "interval":
+            if (x.left_open, x.right_open) != (y.left_open, y.right_open):
+                return False, "interval_bounds_differ"
+            if not _ordered(x.items, y.items, "interval", policy)[0]:
+                return False, "interval_element_differs"
+        elif not equivalent(x, y, policy)[0]:
+            return False, "sets_differ"
+    return True, "same_set_piecewise"

@@ -1,86 +1,240 @@
-"""Find the final answer in a model response. Pure string work: no parsing, no eval."""
+"""Find the final answer(s) in a response or a worked gold solution. Pure string work: no
+parsing, no eval, linear-time regular expressions only.
+
+Priority (the first rule that finds something wins):
+
+1. every `\\boxed{...}` / `\\fbox{...}` (all of them: several boxes are several candidates);
+2. Minerva's sentence "Final Answer: The final answer is X. I hope it is correct.";
+3. an answer phrase: "final answer", "the answer is", "answer:";
+4. GSM8K's `#### X`;
+5. the last display math `\\[...\\]` / `$$...$$`;
+6. the last inline math `$...$` / `\\(...\\)`, joined with the inline maths before it
+   when only connectors ("and", "or", ",") stand between them;
+7. a short response that is nothing but an answer, taken whole;
+8. optionally, the last number in the text.
+
+Several candidates are returned as they were written; whether they agree (a repeat) or
+disagree (a hedge) is decided after parsing, in the sandbox.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from verifiers.math.normalise import unescape
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
-_ANSWER_PHRASE = re.compile(
-    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)?\s*[:=]?\s*(.+)",
-    re.IGNORECASE,
-)
-_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?")
-_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
-# A response that is nothing but a short answer is taken whole.
+_MINERVA_START = "final answer is"
+_MINERVA_END = "i hope it is correct"
+_ANSWER_PHRASE = re.compile(r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)?\s*[:=]?\s*(.+)", re.IGNORECASE)
+_GSM8K = re.compile(r"####\s*([^\n]+)")
+_CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or)[\s,;.]*)?", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:[,.]\d+)*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
+_PROSE = re.compile(r"[A-Za-z]{3,}")
 _SHORT_ANSWER_CHARS = 120
+# Text a gold or response may join boxes with ("\boxed{1} and \boxed{2}").
+_BOX_JOIN_CHARS = 40
 
 
 @dataclass(frozen=True)
 class Extraction:
-    text: str | None
-    method: str
+    candidates: list[str] = field(default_factory=list)
+    method: str = "none"
+
+    @property
+    def text(self) -> str | None:
+        return "; ".join(self.candidates) if self.candidates else None
 
 
-def _braced(text: str, start: int) -> tuple[str, int] | None:
-    """The balanced {...} group starting at text[start] == '{'."""
-    depth = 0
-    for i in range(start, len(text)):
-        ch = text[i]
+def _closing_braces(text: str) -> dict[int, int]:
+    """Each balanced `{` position -> its `}` position, in one pass (no rescans on hostile text)."""
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for i, ch in enumerate(text):
         if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : i], i + 1
-    return None
+            stack.append(i)
+        elif ch == "}" and stack:
+            closing[stack.pop()] = i
+    return closing
 
 
-def last_boxed(text: str) -> str | None:
-    found = None
+def boxes(text: str) -> list[str]:
+    found = []
+    closing: dict[int, int] | None = None
     for match in _BOX.finditer(text):
         end = match.end()
         if end < len(text) and text[end] == "{":
-            group = _braced(text, end)
-            if group is not None:
-                found = group[0]
+            closing = _closing_braces(text) if closing is None else closing
+            if end in closing:
+                found.append(text[end + 1:closing[end]].strip())
         else:
             bare = re.match(r"[^\s$]+", text[end:])
             if bare:
-                found = bare.group(0)
-    return found
+                found.append(bare.group(0))
+    return [b for b in found if b]
 
 
-def _strip_sentence_end(text: str) -> str:
-    text = text.strip()
-    # Only the first line of a phrase answer; the explanation after it is not the answer.
-    text = text.split("\n", 1)[0].strip()
-    return text.rstrip(" .;!")
+@dataclass(frozen=True)
+class MathSpan:
+    start: int
+    end: int
+    content: str
+    display: bool
+
+
+class _NextFinder:
+    """Next occurrence of a needle at or after a position, remembered: scanning stays linear."""
+
+    def __init__(self, text: str, needle: str) -> None:
+        self.text, self.needle, self.found = text, needle, -2
+
+    def at_or_after(self, pos: int) -> int:
+        if self.found == -1 or self.found >= pos:
+            return self.found
+        self.found = self.text.find(self.needle, pos)
+        return self.found
+
+
+def math_spans(text: str) -> list[MathSpan]:
+    """`$$...$$`, `\\[...\\]` (display) and `$...$`, `\\(...\\)` (inline, on one line), in one pass.
+    A `\\$` is a dollar sign, not a delimiter."""
+    finders = {n: _NextFinder(text, n) for n in ("$$", "\\]", "\\)", "\n", "$", "\\")}
+    spans: list[MathSpan] = []
+    i, n = 0, len(text)
+    while i < n:
+        i = min((p for p in (finders["$"].at_or_after(i), finders["\\"].at_or_after(i)) if p >= 0), default=n)
+        if i >= n:
+            break
+        if text.startswith("\\$", i) or text.startswith("\\\\", i):
+            i += 2
+            continue
+        if text.startswith("$$", i) or text.startswith("\\[", i):
+            closer = "$$" if text[i] == "$" else "\\]"
+            end = finders[closer].at_or_after(i + 2)
+            if end < 0:
+                i += 2
+                continue
+            spans.append(MathSpan(i, end + 2, text[i + 2:end], True))
+            i = end + 2
+            continue
+        if text.startswith("$", i) or text.startswith("\\(", i):
+            width = 1 if text[i] == "$" else 2
+            end = _inline_close(text, finders, i + width, "$" if width == 1 else "\\)")
+            line_end = finders["\n"].at_or_after(i)
+            if end < 0 or 0 <= line_end < end:
+                i += width
+                continue
+            spans.append(MathSpan(i, end + width, text[i + width:end], False))
+            i = end + width
+            continue
+        i += 1
+    return spans
+
+
+def _inline_close(text: str, finders: dict[str, _NextFinder], pos: int, closer: str) -> int:
+    end = finders[closer].at_or_after(pos)
+    while closer == "$" and end > 0 and text[end - 1] == "\\":  # an escaped \\$ inside
+        end = text.find("$", end + 1)
+    return end
+
+
+def _last_math_group(text: str) -> list[str]:
+    """The last inline math, with the inline maths just before it that only connectors separate."""
+    spans = [(m.start, m.end, m.content) for m in math_spans(text) if not m.display]
+    if not spans:
+        return []
+    group = [spans[-1]]
+    for span in reversed(spans[:-1]):
+        between = text[span[1]:group[0][0]]
+        if _CONNECTOR.fullmatch(between) is None:
+            break
+        group.insert(0, span)
+    return [g[2].strip() for g in group if g[2].strip()]
+
+
+def _phrase_answer(tail: str) -> list[str]:
+    """What an answer phrase names: its math, else its last number, else its short text."""
+    tail = tail.strip()
+    if tail.startswith(("$$", "\\[")):
+        spans = math_spans(tail)
+        if spans and spans[0].start == 0 and spans[0].display:
+            return [spans[0].content.strip()]
+    sentence = re.split(r"(?<=[^\d\s])\.(?:\s|$)|\n", tail, maxsplit=1)[0].strip().rstrip(" .;!")
+    boxed = boxes(sentence)
+    if boxed:
+        return boxed
+    maths = _last_math_group(sentence)
+    if maths and sentence.rstrip(" .\"'\\").endswith(("$", ")")):
+        return maths
+    words = _PROSE.findall(re.sub(r"\\[A-Za-z]+|\$[^$]*\$", "", sentence))
+    if not words or len(sentence) <= 30 and not _NUMBER.search(sentence):
+        return [sentence] if sentence else []
+    numbers = _NUMBER.findall(sentence)
+    if numbers:
+        return [numbers[-1]]
+    return maths
+
+
+def _minerva_sentence(text: str) -> tuple[int, str] | None:
+    """Where Minerva's "final answer is X. I hope it is correct." starts, and X (linear: two rfinds)."""
+    lower = text.lower()
+    end = lower.rfind(_MINERVA_END)
+    start = lower.rfind(_MINERVA_START, 0, end) if end >= 0 else -1
+    if start < 0:
+        return None
+    return start, text[start + len(_MINERVA_START):end].strip().rstrip(".").strip()
 
 
 def extract_answer(response: str, last_number_fallback: bool = True) -> Extraction:
-    boxed = last_boxed(response)
-    if boxed is not None:
-        return Extraction(boxed.strip(), "boxed")
-    phrases = list(_ANSWER_PHRASE.finditer(response))
+    text = unescape(response)
+    boxed = boxes(text)
+    minerva = _minerva_sentence(text)
+    if boxed and not (minerva and minerva[0] > text.rfind("\\boxed")):
+        return Extraction(boxed, "boxed")
+    if minerva:
+        found = _phrase_answer(minerva[1])
+        if found:
+            return Extraction(found, "final_answer_sentence")
+    phrases = list(_ANSWER_PHRASE.finditer(text))
     if phrases:
-        candidate = _strip_sentence_end(phrases[-1].group(1))
-        if candidate:
-            return Extraction(candidate, "answer_phrase")
-    stripped = response.strip()
-    inline_math = _INLINE_MATH.findall(response)
+        found = _phrase_answer(text[phrases[-1].start(1):])
+        if found:
+            return Extraction(found, "answer_phrase")
+    gsm8k = list(_GSM8K.finditer(text))
+    if gsm8k:
+        return Extraction([gsm8k[-1].group(1).strip()], "gsm8k")
+    stripped = text.strip()
+    display = [span for span in math_spans(text) if span.display]
+    if display:
+        last = display[-1].content.strip()
+        # A display equation that ends in a value: take what follows the last "=".
+        if last:
+            return Extraction([last], "display_math")
+    inline = _last_math_group(text)
     short = bool(stripped) and len(stripped) <= _SHORT_ANSWER_CHARS and "\n" not in stripped
-    # Prose words (not LaTeX commands) mean a sentence, not an answer.
-    prose = re.search(r"[A-Za-z]{3,}", re.sub(r"\\[A-Za-z]+", "", stripped)) is not None
-    if short and not prose and not inline_math:
-        return Extraction(stripped.rstrip("."), "whole_response")
-    if inline_math:
-        last = next(group for group in inline_math[-1] if group)
-        return Extraction(last.strip(), "last_inline_math")
+    prose = _PROSE.search(re.sub(r"\\[A-Za-z]+", "", stripped)) is not None
+    if short and not prose and (not inline or stripped.startswith("$") and stripped.endswith("$")):
+        return Extraction([stripped.rstrip(".")], "whole_response")
+    if inline:
+        return Extraction(inline, "last_inline_math")
     if last_number_fallback:
-        numbers = _NUMBER.findall(response)
+        numbers = _NUMBER.findall(text)
         if numbers:
-            return Extraction(numbers[-1], "last_number")
+            return Extraction([numbers[-1]], "last_number")
     if short:
-        return Extraction(stripped.rstrip("."), "whole_response")
-    return Extraction(None, "none")
+        return Extraction([stripped.rstrip(".")], "whole_response")
+    return Extraction([], "none")
+
+
+def extract_gold(gold: str) -> Extraction:
+    """A gold is extracted like a response when it is a worked solution; a plain answer is taken whole."""
+    text = unescape(gold.strip())
+    plain = "\\boxed" not in text and "\\fbox" not in text and "$" not in text and "####" not in text \
+        and "\\(" not in text and "\\[" not in text and "answer" not in text.lower()
+    if plain:
+        return Extraction([text], "as_given")
+    found = extract_answer(text, last_number_fallback=True)
+    if found.method == "whole_response":
+        return Extraction([text], "as_given")
+    return found

@@ -1,8 +1,10 @@
-"""In-sandbox entry point: parse and compare math answers, one message per answer.
+"""In-sandbox entry point: parse and compare math answers, one request per response.
 
-The host opens one sandboxed process per batch and sends each (answer, gold) pair as a
-request, so that each answer gets its own time budget: when one answer hangs, the host
-kills this process and continues the batch in a fresh one.
+The host keeps warm sandboxed sessions (`verifiers.math.verifier.SESSIONS`): one process
+serves request after request (up to `max_requests`, recycled by age), and each request
+is judged from scratch under its own time budget. When a request hangs or kills its
+process, the host drops that session and judges the rest of the batch in a fresh
+sandboxed process, which pins the failure on the answer that caused it.
 """
 
 from __future__ import annotations
@@ -10,51 +12,88 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from verifiers.math.answer import Parsed, ParseFailure, TooLarge, parse_answer
 from verifiers.math.claims import check_claims
-from verifiers.math.compare import equivalent
-from verifiers.math.parse import Parsed, ParseFailure, TooLarge, parse_answer
+from verifiers.math.compare import Policy, distinct, equivalent
+from verifiers.math.normalise import normalise
+
+_CRASHES = (RecursionError, MemoryError, OverflowError, TypeError, ValueError, ZeroDivisionError, AttributeError)
 
 
 @functools.lru_cache(maxsize=256)
-def _parse_gold(text: str) -> Parsed:
+def _parse_gold(candidates: tuple[str, ...], named_values: bool) -> tuple[Parsed, str]:
     # A group's answers share one gold; comparisons only read the parsed value.
-    return parse_answer(text)
+    items = distinct([leaf for text in candidates for leaf in parse_answer(text, named_values).flat()])
+    gold = items[0] if len(items) == 1 else Parsed("multi", items=items)
+    return gold, gold.describe()
+
+
+def _same_text(answer: str, gold: str) -> bool:
+    try:
+        return normalise(answer) == normalise(gold)
+    except ParseFailure:
+        return False
+
+
+def _several(gold: Parsed) -> bool:
+    """Whether the gold asks for several values (a list, a set, a ±)."""
+    return gold.kind in ("multi", "set", "tuple") and len(gold.items) > 1
 
 
 def judge_one(item: dict[str, Any]) -> dict[str, Any]:
+    result = _judge(item)
+    if result.get("equal") and item.get("claims"):  # false_step: only a correct answer's working is checked
+        result["claims"] = check_claims(item["claims"])
+    return result
+
+
+def _judge(item: dict[str, Any]) -> dict[str, Any]:
+    named_values = bool(item.get("named_values", True))
+    policy = Policy(percent=item.get("percent", "either"), require_units=bool(item.get("require_units", False)))
+    gold_texts = tuple(item.get("gold_candidates") or [item["gold"]])
+    candidates = item.get("candidates") or [item["answer"]]
+    if len(gold_texts) == 1 and all(_same_text(text, gold_texts[0]) for text in candidates):
+        return {"status": "compared", "equal": True, "how": "identical", "answer_normalised": candidates[0][:300],
+                "gold_normalised": gold_texts[0][:300]}
     try:
-        gold = _parse_gold(item["gold"])
-    except ParseFailure as exc:
+        gold, gold_described = _parse_gold(gold_texts, named_values)
+    except (ParseFailure, *_CRASHES) as exc:
         return {"status": "gold_unparsable", "message": str(exc)[:300]}
     try:
-        answer = parse_answer(item["answer"])
+        parsed = [parse_answer(text, named_values) for text in candidates]
+        values = distinct([leaf for p in parsed for leaf in p.flat()], policy)
     except TooLarge as exc:
         return {"status": "too_large", "message": str(exc)[:300]}
-    except ParseFailure as exc:
-        return {"status": "unparsable", "message": str(exc)[:300]}
-    except (RecursionError, MemoryError, OverflowError) as exc:
-        return {"status": "unparsable", "message": type(exc).__name__}
+    except (ParseFailure, RecursionError, MemoryError, OverflowError) as exc:
+        return {"status": "unparsable", "message": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    if gold.kind != "text" and any(v.kind == "text" for v in values):
+        return {"status": "no_answer", "message": "the final answer is words, not a mathematical value",
+                "answer_normalised": "; ".join(v.describe() for v in values)[:300]}
+    several = item.get("several_answers")
+    several = _several(gold) if several is None else bool(several)
+    if len(values) > 1 and not several:
+        return {"status": "multiple_answers", "candidates": [v.describe() for v in values][:10],
+                "message": f"{len(values)} different final answers where one is asked"}
+    answer = values[0] if len(values) == 1 else Parsed("multi", items=values)
     try:
-        equal, how = equivalent(answer, gold)
-    except (RecursionError, MemoryError, OverflowError, TypeError, ValueError, ZeroDivisionError) as exc:
+        equal, how = equivalent(answer, gold, policy)
+    except _CRASHES as exc:
         return {"status": "compare_failed", "message": f"{type(exc).__name__}: {str(exc)[:200]}",
-                "answer_normalised": answer.describe(), "gold_normalised": gold.describe()}
-    result = {
+                "answer_normalised": answer.describe(), "gold_normalised": gold_described}
+    return {
         "status": "compared",
         "equal": bool(equal),
         "how": how,
         "answer_normalised": answer.describe(),
-        "gold_normalised": gold.describe(),
+        "gold_normalised": gold_described,
     }
-    if equal and item.get("claims"):  # false_step: only a correct answer's working is checked
-        result["claims"] = check_claims(item["claims"])
-    return result
 
 
 _WARM_UP = [
     ("1/2", "0.5"), ("x(x+1)", "x^2+x"), ("2\\sqrt{2}", "\\sqrt{8}"), ("(1, 2)", "(1,2)"), ("[1, 2)", "[1,2)"),
     ("3\\pi", "\\pi \\cdot 3"), ("1.25", "1.250"), ("\\{1,2\\}", "\\{2,1\\}"), ("\\sin x", "\\cos x"),
-    ("e^{i\\pi}", "-1"), ("\\log_2 8", "3"), ("10!", "3628800"), ("yes", "\\text{no}"),
+    ("e^{i\\pi}", "-1"), ("\\log_2 8", "3"), ("10!", "3628800"), ("yes", "\\text{no}"), ("x \\le 3", "(-\\infty, 3]"),
+    ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "(1,2)"), ("2x+4y=12", "x+2y=6"), ("3:4", "6:8"), ("50\\%", "0.5"),
 ]
 
 

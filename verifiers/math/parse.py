@@ -1,114 +1,34 @@
-"""Safe math answer parser: LaTeX or plain text -> sympy objects, without `eval`.
+"""Safe expression parser: LaTeX or plain text -> sympy objects, without `eval`.
 
 sympy's own `parse_expr`/`sympify` call `eval` on the input; this module never does. It
 is a small recursive-descent parser that builds sympy objects directly, and it refuses
-values too large to compute (huge powers, factorials) before sympy tries. It still runs
-inside the sandbox, under time and memory limits, as defence in depth.
+values too large to compute (huge powers, factorials, binomials) before sympy tries. It
+still runs inside the sandbox, under time and memory limits, as defence in depth.
+Structures (sets, intervals, relations, lists) are recognised in `answer.py`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import sympy as sp
 
-MAX_INPUT_CHARS = 2000
+from verifiers.math.normalise import ParseFailure, TooLarge
+
 MAX_RESULT_BITS = 1 << 16
 MAX_FACTORIAL = 2000
 MAX_DEPTH = 60
+MAX_MATRIX_CELLS = 400
 
-
-class ParseFailure(ValueError):
-    pass
-
-
-class TooLarge(ParseFailure):
-    pass
-
-
-@dataclass
-class Parsed:
-    """A parsed answer: an expression, or a structure of answers."""
-
-    kind: str  # expr | tuple | interval | set | multi | union | text
-    value: object = None
-    items: list[Parsed] = field(default_factory=list)
-    left_open: bool = False
-    right_open: bool = False
-    decimals: int | None = None  # decimal places when the answer was written as a decimal
-
-    def describe(self) -> str:
-        if self.kind == "expr":
-            return sp.sstr(self.value)[:300]
-        if self.kind == "text":
-            return str(self.value)
-        if self.kind == "interval":
-            lo, hi = self.items
-            return f"{'(' if self.left_open else '['}{lo.describe()}, {hi.describe()}{')' if self.right_open else ']'}"
-        inner = ", ".join(i.describe() for i in self.items)
-        return {"tuple": f"({inner})", "set": f"{{{inner}}}", "multi": inner, "union": " U ".join(
-            i.describe() for i in self.items)}[self.kind]
-
-
-# ----------------------------------------------------------------------- normalisation
-
-_REMOVE = [
-    r"\\displaystyle", r"\\left", r"\\right", r"\\!", r"\\,", r"\\;", r"\\:", r"\\ ", "~",
-    r"\\big", r"\\Big", r"\\bigg", r"\\Bigg", r"\\limits",
-]
-_UNIT_WORDS = {
-    "cm", "m", "km", "mm", "meter", "meters", "metre", "metres", "inch", "inches", "feet", "foot", "ft",
-    "mile", "miles", "second", "seconds", "sec", "minute", "minutes", "min", "hour", "hours", "hr", "hrs",
-    "day", "days", "week", "weeks", "year", "years", "dollar", "dollars", "cent", "cents", "unit", "units",
-    "degree", "degrees", "kg", "g", "gram", "grams", "pound", "pounds", "lb", "lbs", "liter", "liters",
-    "litre", "litres", "ml", "square", "sq", "cubic", "people", "students", "apples", "ways", "points",
-    "percent", "mph", "km/h", "items", "times", "steps", "books", "marbles", "coins", "cookies", "pages",
-}
-_TEXT_CMDS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname|mathit)\s*\{([^{}]*)\}")
-
-
-def normalise(text: str) -> str:
-    if len(text) > MAX_INPUT_CHARS:
-        raise ParseFailure(f"answer longer than {MAX_INPUT_CHARS} characters")
-    s = text.strip()
-    s = re.sub(r"^\$+|\$+$", "", s).strip()
-    s = s.replace("\\(", "").replace("\\)", "").replace("\\[", "").replace("\\]", "")
-    for pattern in _REMOVE:
-        s = re.sub(pattern + r"(?![a-zA-Z])", "", s)
-    s = _TEXT_CMDS.sub(lambda m: " " + m.group(1) + " ", s)
-    s = re.sub(r"\\[dt]frac", r"\\frac", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?", "", s)
-    s = s.replace("°", "").replace("\\degree", "").replace("\\%", "").replace("%", "")
-    s = s.replace("\\$", "").replace("$", "")
-    s = re.sub(r"\\(?:cdot|times|ast)(?![a-zA-Z])", "*", s)
-    s = re.sub(r"\\div(?![a-zA-Z])", "/", s)
-    s = s.replace("×", "*").replace("·", "*").replace("÷", "/").replace("−", "-").replace("π", "\\pi")
-    s = s.replace("∞", "\\infty").replace("√", "\\sqrt")
-    s = re.sub(r"\\(?:dots|ldots|cdots)", "", s)
-    # Thousands separators: 1,234,567 (groups of exactly three digits, no spaces).
-    # Only a whole answer: inside brackets "91,120" is a pair, not ninety-one thousand.
-    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s):
-        s = s.replace(",", "")
-    s = re.sub(r"(\d)\\?\s+(?=\d{3}\b)", r"\1", s) if re.fullmatch(r"\d{1,3}(\s\d{3})+", s) else s
-    s = _strip_units(s)
-    return s.strip().rstrip(".").strip()
-
-
-def _strip_units(s: str) -> str:
-    words = s.split()
-    while len(words) > 1 and words[-1].lower().strip(".") in _UNIT_WORDS:
-        words.pop()
-    while len(words) > 1 and words[-1].lower().strip(".") in {"^2", "^3"}:
-        words.pop()
-    return " ".join(words)
+__all__ = ["ParseFailure", "TooLarge", "parse_expression"]
 
 
 # ----------------------------------------------------------------------------- lexing
 
 _TOKEN = re.compile(
-    r"\s*(?:(?P<num>\d+\.\d*|\.\d+|\d+)|(?P<cmd>\\[a-zA-Z]+|\\\{|\\\}|\\\|)|(?P<name>[a-zA-Z]+)"
-    r"|(?P<op>\*\*|<=|>=|!=|[-+*/^!(),\[\]{}=|<>_:]))"
+    r"\s*(?:(?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+(?![a-zA-Z]))?)"
+    r"|(?P<cmd>\\[a-zA-Z]+|\\\{|\\\}|\\\||\\\\)|(?P<name>[a-zA-Z]+)"
+    r"|(?P<op>\*\*|<=|>=|!=|[-+*/^!(),\[\]{}=|<>_:&']))"
 )
 
 _FUNCS = {
@@ -143,7 +63,11 @@ def tokenize(s: str) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------- parsing
 
 
-def _guarded_pow(base: sp.Expr, exp: sp.Expr) -> sp.Expr:
+def _guarded_pow(base: sp.Basic, exp: sp.Expr) -> sp.Basic:
+    if isinstance(base, sp.MatrixBase):
+        if not (exp.is_Integer and 0 <= int(exp) <= 64 and base.is_square):
+            raise ParseFailure("a matrix power needs a small whole exponent")
+        return base ** int(exp)
     if base.is_number and exp.is_number and exp.is_real:
         try:
             magnitude = abs(sp.N(base, 15))
@@ -204,9 +128,9 @@ class _Parser:
         value = self.term()
         while True:
             if self.accept("+"):
-                value = sp.Add(value, self.term())
+                value = value + self.term()
             elif self.accept("-"):
-                value = sp.Add(value, -self.term())
+                value = value - self.term()
             elif self.peek() and self.peek()[1] == "\\pm":
                 raise ParseFailure("± answers must be written as two answers")
             else:
@@ -222,20 +146,20 @@ class _Parser:
         if kind in ("num", "name"):
             return True
         if kind == "cmd":
-            return value not in ("\\}", "\\cup", "\\le", "\\ge", "\\leq", "\\geq", "\\neq", "\\pm", "\\to", "\\|")
-        return value in ("(", "{")
+            return value not in ("\\}", "\\cup", "\\cap", "\\pm", "\\mp", "\\to", "\\|", "\\\\", "\\in")
+        return value in ("(", "{", "[")
 
     # term := unary (('*'|'/'|implicit) unary)*
     def term(self) -> sp.Expr:
         value = self.unary()
         while True:
             if self.accept("*"):
-                value = sp.Mul(value, self.unary())
+                value = value * self.unary()
             elif self.accept("/"):
                 denominator = self.unary()
-                value = sp.Mul(value, sp.Pow(denominator, -1))
+                value = _divide(value, denominator)
             elif self._starts_atom():
-                value = sp.Mul(value, self.power())
+                value = value * self.power()
             else:
                 return value
 
@@ -274,18 +198,52 @@ class _Parser:
         return value
 
     def number(self, text: str) -> sp.Expr:
-        if "." in text:
-            places = len(text.split(".", 1)[1])
-            self.decimals = max(self.decimals or 0, places)
-            return sp.Rational(text if not text.endswith(".") else text[:-1])
-        return sp.Integer(text)
+        mantissa, _, exponent = text.lower().partition("e")
+        places = len(mantissa.split(".", 1)[1]) if "." in mantissa else None
+        value = sp.Rational(mantissa.rstrip(".") or "0")
+        if exponent:
+            shift = int(exponent)
+            if abs(shift) > 400:
+                raise TooLarge("exponent too large")
+            value = value * sp.Integer(10) ** shift
+            # Scientific notation keeps its significant digits: 1.5e3 is known to the hundreds.
+            places = (places or 0) - shift
+        if places is not None:
+            self.decimals = places if self.decimals is None else max(self.decimals, places)
+        return value
+
+    def _based_or_mixed(self, value: sp.Expr, text: str) -> sp.Expr:
+        """`204_5` (a numeral in base 5) and `3\\frac14` (a mixed number, never a product)."""
+        if self.peek() and self.peek()[1] == "_" and "." not in text:
+            self.take()
+            base_text = self._subscript_text()
+            if base_text.isdigit() and 2 <= int(base_text) <= 36:
+                return sp.Symbol(f"{int(text)}_base{int(base_text)}")
+            raise ParseFailure(f"unsupported subscript on a number: {base_text[:20]!r}")
+        nxt = self.peek()
+        if nxt and nxt[1] == "\\frac" and "." not in text and "e" not in text.lower():
+            saved = self.pos
+            self.take()
+            numerator, denominator = self.braced(), self.braced()
+            if numerator.is_Integer and denominator.is_Integer and 0 < numerator < denominator:
+                return value + sp.Rational(int(numerator), int(denominator))
+            self.pos = saved
+        return value
+
+    def _subscript_text(self) -> str:
+        if self.accept("{"):
+            parts = []
+            while not self.accept("}"):
+                parts.append(self.take()[1])
+            return "".join(parts).strip("()")
+        return self.take()[1]
 
     def braced(self) -> sp.Expr:
         if self.accept("{"):
             value = self.expr()
             self.expect("}")
             return value
-        # \frac12 style: a single token argument
+        # \\frac12 style: a single token argument
         kind, text = self.take()
         if kind == "num":
             if len(text) > 1 and "." not in text:
@@ -297,11 +255,13 @@ class _Parser:
                 self.tokens.insert(self.pos, ("name", text[1:]))
                 text = text[0]
             return sp.Symbol(text)
+        if kind == "cmd":
+            return self.command(text[1:])
         raise ParseFailure(f"expected an argument, found {text!r}")
 
     def function_argument(self) -> sp.Expr:
-        if self.peek() and self.peek()[1] in ("(", "{"):
-            closing = ")" if self.take()[1] == "(" else "}"
+        if self.peek() and self.peek()[1] in ("(", "{", "["):
+            closing = {"(": ")", "{": "}", "[": "]"}[self.take()[1]]
             value = self.expr()
             self.expect(closing)
             return value
@@ -310,14 +270,10 @@ class _Parser:
     def atom(self) -> sp.Expr:
         kind, text = self.take()
         if kind == "num":
-            return self.number(text)
-        if text == "(":
+            return self._based_or_mixed(self.number(text), text)
+        if text in ("(", "[", "{"):
             value = self.expr()
-            self.expect(")")
-            return value
-        if text == "{":
-            value = self.expr()
-            self.expect("}")
+            self.expect({"(": ")", "[": "]", "{": "}"}[text])
             return value
         if text == "|":
             value = self.expr()
@@ -329,18 +285,39 @@ class _Parser:
             return self.name(text)
         raise ParseFailure(f"unexpected {text!r}")
 
+    def matrix(self) -> sp.Basic:
+        self.expect("{")
+        rows: list[list[sp.Expr]] = [[]]
+        while not self.accept("}"):
+            if self.accept("&"):
+                continue
+            if self.accept("\\\\"):
+                rows.append([])
+                continue
+            rows[-1].append(self.expr())
+            if sum(len(r) for r in rows) > MAX_MATRIX_CELLS:
+                raise TooLarge("matrix too large")
+        rows = [r for r in rows if r]
+        if not rows or len({len(r) for r in rows}) != 1:
+            raise ParseFailure("matrix rows differ in length")
+        return sp.ImmutableMatrix(rows)
+
     def command(self, name: str) -> sp.Expr:
         if name == "frac":
             numerator = self.braced()
             denominator = self.braced()
-            return sp.Mul(numerator, sp.Pow(denominator, -1))
+            return _divide(numerator, denominator)
+        if name == "matrix":
+            return self.matrix()
+        if name == "binom":
+            return _guarded_binomial(self.braced(), self.braced())
         if name == "sqrt":
             if self.accept("["):
                 index = self.expr()
                 self.expect("]")
                 return sp.root(self.braced(), index)
             return sp.sqrt(self.braced())
-        if name in ("log", "ln") and self.accept("_"):
+        if name in ("log", "ln", "lg") and self.accept("_"):
             base = self.braced() if self.peek() and self.peek()[1] == "{" else self.atom()
             return sp.log(self.function_argument(), base)
         if name in _FUNCS:
@@ -351,22 +328,27 @@ class _Parser:
         if name in _CONSTANTS:
             return _CONSTANTS[name]
         if name in _GREEK:
-            return sp.Symbol(name)
+            return self._subscripted(name)
         raise ParseFailure(f"unsupported LaTeX command \\{name}")
+
+    def _subscripted(self, text: str) -> sp.Expr:
+        if self.accept("_"):
+            return sp.Symbol(f"{text}_{self._subscript_text()}")
+        return sp.Symbol(text)
 
     def name(self, text: str) -> sp.Expr:
         if text in _FUNCS and self.peek() and self.peek()[1] in ("(",):
             return _FUNCS[text](self.function_argument())
         if text in _CONSTANTS:
             return _CONSTANTS[text]
-        if text in ("sqrt",):
-            return sp.sqrt(self.function_argument())
         if len(text) > 2:
             raise ParseFailure(f"unknown word {text[:20]!r}")
         if len(text) > 1:
             # Implicit product of single-letter symbols: "xy" -> x*y.
             self.tokens.insert(self.pos, ("name", text[1:]))
             text = text[0]
+        if self.peek() and self.peek()[1] == "_":
+            return self._subscripted(text)
         if text == "e":
             return sp.E
         if text == "i":
@@ -374,7 +356,19 @@ class _Parser:
         return sp.Symbol(text)
 
 
-def parse_expression(text: str) -> tuple[sp.Expr, int | None]:
+def _divide(numerator: sp.Basic, denominator: sp.Basic) -> sp.Basic:
+    if isinstance(denominator, sp.MatrixBase):
+        raise ParseFailure("division by a matrix")
+    return numerator * sp.Pow(denominator, -1)
+
+
+def _guarded_binomial(n: sp.Expr, k: sp.Expr) -> sp.Expr:
+    if n.is_number and (not n.is_real or abs(sp.N(n)) > MAX_FACTORIAL):
+        raise TooLarge("binomial too large to evaluate safely")
+    return sp.binomial(n, k)
+
+
+def parse_expression(text: str) -> tuple[sp.Basic, int | None]:
     tokens = tokenize(text)
     if not tokens:
         raise ParseFailure("empty answer")
@@ -383,96 +377,3 @@ def parse_expression(text: str) -> tuple[sp.Expr, int | None]:
     if not parser.at_end():
         raise ParseFailure(f"unexpected {parser.peek()[1]!r} after the expression")
     return value, parser.decimals
-
-
-# ------------------------------------------------------------------------ structures
-
-
-def _split_top(s: str, seps: tuple[str, ...]) -> list[str]:
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(s):
-        ch = s[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0:
-            for sep in seps:
-                if s.startswith(sep, i):
-                    parts.append(s[start:i])
-                    i += len(sep)
-                    start = i
-                    break
-            else:
-                i += 1
-                continue
-            continue
-        i += 1
-    parts.append(s[start:])
-    return [p.strip() for p in parts]
-
-
-def _strip_variable_prefix(s: str) -> str:
-    """`x = 3` -> `3`; leaves a general equation `x + y = 3` alone."""
-    m = re.fullmatch(r"\s*\\?[a-zA-Z](?:_\{?\w+\}?)?\s*(?:\([a-z]\))?\s*=\s*(.+)", s)
-    if m and "=" not in m.group(1):
-        return m.group(1)
-    return s
-
-
-def _expr(s: str) -> Parsed:
-    value, decimals = parse_expression(s)
-    return Parsed("expr", value=value, decimals=decimals)
-
-
-def _interval_end(s: str) -> Parsed:
-    return _expr(s.replace("-\\infty", "-oo").replace("\\infty", "oo"))
-
-
-def parse_answer(text: str) -> Parsed:
-    s = normalise(text)
-    if not s:
-        raise ParseFailure("empty answer")
-    union = _split_top(s, ("\\cup",))
-    if len(union) > 1:
-        return Parsed("union", items=[parse_answer(part) for part in union])
-    multi = [p for p in _split_top(s, (" or ", " and ", ";")) if p]
-    if len(multi) > 1:
-        return Parsed("multi", items=[parse_answer(p) for p in multi])
-    if s.startswith("\\{") and s.endswith("\\}"):
-        inner = s[2:-2]
-        return Parsed("set", items=[parse_answer(p) for p in _split_top(inner, (",",)) if p])
-    if len(s) >= 2 and s[0] in "([" and s[-1] in ")]":
-        inner_parts = _split_top(s[1:-1], (",",))
-        if _balanced(s[1:-1]) and len(inner_parts) > 1:
-            if len(inner_parts) == 2 and (s[0] == "[" or s[-1] == "]" or "infty" in s or "oo" in s):
-                return Parsed(
-                    "interval",
-                    items=[_interval_end(inner_parts[0]), _interval_end(inner_parts[1])],
-                    left_open=s[0] == "(",
-                    right_open=s[-1] == ")",
-                )
-            if s[0] == "(" and s[-1] == ")":
-                return Parsed("tuple", items=[parse_answer(p) for p in inner_parts])
-    parts = _split_top(s, (",",))
-    if len(parts) > 1:
-        return Parsed("multi", items=[parse_answer(p) for p in parts if p])
-    s = _strip_variable_prefix(s)
-    try:
-        return _expr(s)
-    except TooLarge:
-        raise
-    except ParseFailure:
-        if re.fullmatch(r"[A-Za-z][A-Za-z \-']*", s):
-            return Parsed("text", value=" ".join(s.lower().split()))
-        raise
-
-
-def _balanced(s: str) -> bool:
-    depth = 0
-    for ch in s:
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if depth < 0:
-            return False
-    return depth == 0

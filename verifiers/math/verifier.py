@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
-from sandboxes.sessions import SessionSpec, close_warm_sessions, warm_sessions
+from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.math.detectors import claims_of, host_flags, with_false_steps
-from verifiers.math.extract import extract_answer
+from verifiers.math.extract import Extraction, extract_answer, extract_gold
 from verifiers.registry import register
 
 POOL = "math"
 PRELOAD = ("verifiers.math.judge",)
 TARGET = "verifiers.math.judge:serve"
 DEFAULT_MEMORY_MB = 1024
+# More final answers than any task asks for: a hedge, refused before parsing.
+MAX_CANDIDATES = 64
 # Parsing answers runs only our own parser (no eval) on data, so warm sessions may judge
 # answer after answer; each answer still gets its own time budget.
-SESSIONS = SessionSpec(TARGET, "math_serve", PRELOAD,
-                       Limits(wall_s=300, cpu_s=240, memory_mb=DEFAULT_MEMORY_MB, processes=4,
-                              output_bytes=64_000, file_size_mb=1, open_files=64, scratch_mb=4),
-                       max_age_s=60, max_requests=2000, wait_s=0.5)
+SESSIONS = ResidentSpec(TARGET, "math_serve", PRELOAD,
+                        Limits(wall_s=300, cpu_s=240, memory_mb=DEFAULT_MEMORY_MB, processes=4,
+                               output_bytes=64_000, file_size_mb=1, open_files=64, scratch_mb=4),
+                        max_age_s=60, max_requests=2000, wait_s=0.5)
+
+
+# (response index, request to the judge, evidence so far)
+Pending = tuple[int, dict[str, Any], dict[str, Any]]
 
 
 class MathTask(TaskBase):
@@ -30,6 +36,18 @@ class MathTask(TaskBase):
     last_number_fallback: bool = Field(
         True, description="When no \\boxed{} or answer phrase is found, take the response's last number."
     )
+    percent: Literal["literal", "fraction", "either"] = Field(
+        "either", description="How a value written with % compares: 'literal' (28% is 28), 'fraction' "
+        "(28% is 0.28) or 'either' (both readings; the default).")
+    named_values: bool = Field(
+        True, description="Whether 'x = 3' (a name, function or label equal to a constant) may stand for the "
+        "value 3. When false it is an equation, equal only to an equivalent equation.")
+    several_answers: bool | None = Field(
+        None, description="Whether the task asks for several values (a set, a tuple, all solutions). "
+        "Default: decided by the gold (a list, a set or a ± asks for several). When one value is asked, "
+        "several different final answers are a hedge: verdict invalid_format, flag multiple_answers.")
+    require_units: bool = Field(False, description="Compare the unit words after a value; by default units are "
+                                "stripped.")
     timeout_s: float = Field(5.0, gt=0, le=30, description="Time budget to parse and compare one answer.")
     memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=256, le=4096)
 
@@ -50,7 +68,7 @@ def _limits(task: MathTask, answers: int) -> Limits:
 @register
 class MathVerifier(Verifier):
     name = "math"
-    version = "1.0.0"
+    version = "2.0.0"
     description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
     task_model = MathTask
 
@@ -58,7 +76,7 @@ class MathVerifier(Verifier):
         ctx.sandbox.warm(SESSIONS.pool, PRELOAD)
 
     def close(self, ctx: VerifyContext) -> None:
-        close_warm_sessions(ctx.sandbox, SESSIONS.pool)
+        close_resident_servers(ctx.sandbox, SESSIONS.pool)
 
     def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
         return self.verify_many(task, [response], ctx)[0]
@@ -66,40 +84,40 @@ class MathVerifier(Verifier):
     def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
         assert isinstance(task, MathTask)
         outcomes: dict[int, Outcome] = {}
-        pending: list[tuple[int, str, dict[str, Any]]] = []
-        claims: dict[int, list[list[str]]] = {}
+        pending: list[Pending] = []
+        gold = extract_gold(task.answer)
         flags: dict[int, list[Any]] = {}
         for index, response in enumerate(responses):
             extraction = extract_answer(response, task.last_number_fallback)
             flags[index] = host_flags(response, extraction.text, task.prompt)
-            claims[index] = claims_of(response) if extraction.text is not None else []
-            evidence = {"extracted": clip(extraction.text, 500) if extraction.text else None,
-                        "extraction": extraction.method}
-            if extraction.text is None:
+            evidence = _extraction_evidence(extraction, gold)
+            if len(extraction.candidates) > MAX_CANDIDATES:
+                outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
+                                          {**evidence, "reason": f"more than {MAX_CANDIDATES} final answers"},
+                                          flags=["multiple_answers"])
+            elif extraction.text is None:
                 outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
                                           {**evidence, "reason": "no final answer found"})
             else:
-                pending.append((index, extraction.text, evidence))
+                pending.append((index, {**_request(task, gold, extraction), "claims": claims_of(response)}, evidence))
         if task.memory_mb == DEFAULT_MEMORY_MB:
-            pending = self._judge_warm(task, pending, outcomes, ctx, claims)
+            pending = self._judge_warm(task, pending, outcomes, ctx)
         # What no warm session could judge: fresh processes, which also pin a kill on its cause.
         while pending:
             session = ctx.sandbox.open(TARGET, None, _limits(task, len(pending)), pool=POOL, preload=PRELOAD)
-            pending = self._judge_in(session, task, pending, outcomes, claims)
+            pending = self._judge_in(session, task, pending, outcomes)
         for index, outcome in outcomes.items():
             outcome.add_flags(flags[index])
         return [outcomes[i] for i in range(len(responses))]
 
-    def _judge_warm(self, task: MathTask, pending: list[tuple[int, str, dict[str, Any]]],
-                    outcomes: dict[int, Outcome], ctx: VerifyContext,
-                    claims: dict[int, list[list[str]]]) -> list[tuple[int, str, dict[str, Any]]]:
-        sessions = warm_sessions(ctx.sandbox, SESSIONS)
+    def _judge_warm(self, task: MathTask, pending: list[Pending],
+                    outcomes: dict[int, Outcome], ctx: VerifyContext) -> list[Pending]:
+        sessions = resident_servers(ctx.sandbox, SESSIONS)
         rest = []
         for item in pending:
             index, answer, evidence = item
             try:
-                result = sessions.request({"answer": answer, "gold": task.answer, "claims": claims[index]},
-                                          timeout_s=task.timeout_s)
+                result = sessions.request(answer, timeout_s=task.timeout_s)
             except RequestTimeout as exc:
                 outcomes[index] = _timed_out(task, evidence, exc)
                 continue
@@ -111,14 +129,12 @@ class MathVerifier(Verifier):
                 outcomes[index] = self._outcome(result, evidence)
         return rest
 
-    def _judge_in(self, session: CallSession, task: MathTask, pending: list[tuple[int, str, dict[str, Any]]],
-                  outcomes: dict[int, Outcome],
-                  claims: dict[int, list[list[str]]]) -> list[tuple[int, str, dict[str, Any]]]:
+    def _judge_in(self, session: CallSession, task: MathTask, pending: list[Pending],
+                  outcomes: dict[int, Outcome]) -> list[Pending]:
         """Judge answers in one sandboxed process until done or it dies; return the rest."""
         for position, (index, answer, evidence) in enumerate(pending):
             try:
-                result = session.request({"answer": answer, "gold": task.answer, "claims": claims[index]},
-                                         timeout_s=task.timeout_s)
+                result = session.request(answer, timeout_s=task.timeout_s)
             except RequestTimeout as exc:
                 outcomes[index] = _timed_out(task, evidence, exc)
                 return pending[position + 1:]
@@ -147,9 +163,29 @@ class MathVerifier(Verifier):
             outcome = Outcome(Verdict.correct if equal else Verdict.incorrect,
                               [hard("format", True), hard("correctness", equal)], evidence)
             return with_false_steps(outcome, result.get("claims"))
+        if status == "multiple_answers":
+            return Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
+                           {**evidence, "reason": clip(str(result.get("message")), 300),
+                            "candidates": result.get("candidates")}, flags=["multiple_answers"])
         flags = ["math_answer_too_large"] if status == "too_large" else []
         return Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
                        {**evidence, "reason": clip(str(result.get("message")), 300)}, flags=flags)
+
+
+def _extraction_evidence(extraction: Extraction, gold: Extraction) -> dict[str, Any]:
+    evidence: dict[str, Any] = {"extracted": clip(extraction.text, 500) if extraction.text else None,
+                                "extraction": extraction.method}
+    if gold.method != "as_given":
+        # The gold was a worked solution: say what was taken from it, and how.
+        evidence["gold_extracted"] = clip(gold.text or "", 500)
+        evidence["gold_extraction"] = gold.method
+    return evidence
+
+
+def _request(task: MathTask, gold: Extraction, extraction: Extraction) -> dict[str, Any]:
+    return {"candidates": extraction.candidates, "gold": task.answer, "gold_candidates": gold.candidates,
+            "percent": task.percent, "named_values": task.named_values,
+            "several_answers": task.several_answers, "require_units": task.require_units}
 
 
 def _timed_out(task: MathTask, evidence: dict[str, Any], exc: RequestTimeout) -> Outcome:

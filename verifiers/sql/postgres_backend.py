@@ -140,7 +140,8 @@ class PostgresBackend:
                 yield self._admin
             except psycopg.OperationalError as exc:
                 self._admin = None
-                raise SandboxError(f"postgres unavailable: {exc}") from exc
+                raise SandboxError("the postgres server for SQL tasks is unreachable",
+                                   cause="postgres_unavailable") from exc
 
     def _ensure_database(self) -> None:
         if self._database_ready:
@@ -217,7 +218,7 @@ class PostgresBackend:
                 space.ready.set()
         space.ready.wait()
         if space.error is not None:
-            raise SandboxError(f"postgres task setup failed: {space.error}")
+            raise SandboxError("the postgres task schema could not be set up", cause="postgres_setup_failed")
         return space
 
     def _create(self, task: SqlTask, space: _TaskSpace) -> None:
@@ -318,7 +319,7 @@ class PostgresBackend:
     @contextmanager
     def _runner(self, space: _TaskSpace) -> Iterator[psycopg.Connection]:
         if not space.slots.acquire(timeout=120):
-            raise SandboxError("no postgres runner connection free within 120 s")
+            raise SandboxError("no postgres runner connection free within 120 s", cause="postgres_busy")
         try:
             try:
                 conn = space.pool.get_nowait()
@@ -327,7 +328,7 @@ class PostgresBackend:
                     conn = psycopg.connect(_with(self.eval_url, user=space.runner, password=space.password),
                                            connect_timeout=10)
                 except psycopg.OperationalError as exc:
-                    raise SandboxError(f"postgres runner connection failed: {exc}") from exc
+                    raise SandboxError("a postgres runner connection failed", cause="postgres_unavailable") from exc
             healthy = False
             try:
                 yield conn

@@ -154,17 +154,11 @@ class _Coalescer:
             self._cond.notify_all()
 
 
-def _raise_if_runner_bug(call: CallResult) -> None:
-    if call.raised is not None and call.killed_by is None:
-        # The runner itself failed without hitting a limit: that is our bug, not a verdict.
-        raise SandboxError(f"sql runner raised {call.raised['type']}: {call.raised['message'][:500]}")
-
-
 def _call_one(payload: dict[str, Any], limits: Limits, ctx: VerifyContext) -> tuple[dict | None, CallResult]:
+    """One call; None when it did not return (the statement it ran is then blamed)."""
     call = ctx.sandbox.call(TARGET, payload, limits, pool=POOL, preload=PRELOAD)
     if call.returned and isinstance(call.value, dict):
         return call.value, call
-    _raise_if_runner_bug(call)
     return None, call
 
 
@@ -244,5 +238,8 @@ def _died(call: CallResult) -> StatementResult:
         return StatementResult(False, "timeout", f"sandbox stopped the statement ({call.killed_by} limit)")
     if call.killed_by in ("memory", "output"):
         return StatementResult(False, "resource", f"sandbox stopped the statement ({call.killed_by} limit)")
-    raise SandboxError(f"sql sandbox call died: exit {call.exit_code}, signal {call.signal}, "
-                       f"stderr {call.stderr[-500:].decode(errors='replace')}")
+    # Once the statement ran, whatever ended its runner (a crash, an exception, a broken
+    # channel) is counted against the statement, never as `error`: hostile SQL must not
+    # be able to drop its own sample from the group.
+    return StatementResult(False, "error", "the statement ended its sandboxed runner "
+                                           f"(exit code {call.exit_code}, signal {call.signal})")

@@ -183,7 +183,7 @@ class SqlVerifier(Verifier):
                 url = ctx.services.get(POSTGRES_SERVICE)
                 if not url:
                     raise SandboxError("postgres tasks need the admin URL of a Postgres server for SQL tasks "
-                                       "(setting ASSAY_SQL_POSTGRES_URL)")
+                                       "(setting ASSAY_SQL_POSTGRES_URL)", cause="postgres_unconfigured")
                 # Imported here: psycopg is needed only by deployments that use Postgres tasks.
                 from verifiers.sql.postgres_backend import PostgresBackend
 

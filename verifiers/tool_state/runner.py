@@ -3,14 +3,14 @@
 Forking a fresh sandboxed process for each group costs more than replaying the group
 (several milliseconds against well under one for ten calls). The replay runs only our
 own code on data, never candidate code, and every judgement builds its environment
-afresh from the task, so warm sessions (sandboxes/sessions.py) may judge many groups in
+afresh from the task, so resident servers (sandboxes/resident.py) may judge many groups in
 turn without one response being able to affect another's judgement.
 """
 
 from __future__ import annotations
 
 from sandboxes.base import Limits, Sandbox
-from sandboxes.sessions import SessionSpec, WarmSessions, close_warm_sessions, warm_sessions
+from sandboxes.resident import ResidentServers, ResidentSpec, close_resident_servers, resident_servers
 
 PRELOAD = ("verifiers.tool_state.replay",)
 CALL_TARGET = "verifiers.tool_state.replay:run"
@@ -27,12 +27,12 @@ SESSION_MAX_REQUESTS = 500
 SESSION_WAIT_S = 2.0
 
 
-def sessions_for(sandbox: Sandbox) -> WarmSessions:
+def sessions_for(sandbox: Sandbox) -> ResidentServers:
     # The spec is read when a sandbox's sessions are first made (tests tune the constants).
-    spec = SessionSpec(SERVE_TARGET, SERVE_POOL, PRELOAD, SESSION_LIMITS, SESSION_MAX_AGE_S,
-                       SESSION_MAX_REQUESTS, SESSION_WAIT_S)
-    return warm_sessions(sandbox, spec)
+    spec = ResidentSpec(SERVE_TARGET, SERVE_POOL, PRELOAD, SESSION_LIMITS, SESSION_MAX_AGE_S,
+                        SESSION_MAX_REQUESTS, SESSION_WAIT_S)
+    return resident_servers(sandbox, spec)
 
 
 def close_sessions(sandbox: Sandbox) -> None:
-    close_warm_sessions(sandbox, SERVE_POOL)
+    close_resident_servers(sandbox, SERVE_POOL)

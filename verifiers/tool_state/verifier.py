@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandboxes.base import CallEnded, CallResult, SandboxError
-from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, clip, hard, sha256_json
+from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, hard, sha256_json
 from verifiers.registry import register
 from verifiers.tool_state.detectors import tool_state_flags
 from verifiers.tool_state.runner import (
@@ -116,12 +116,15 @@ class ToolStateVerifier(Verifier):
         # one per response, so that a kill lands on the response that caused it.
         if len(responses) > 1:
             result = self._call(payload, ctx)
-            if result.returned or result.killed_by is None:
-                return [_outcome(r, result.summary(), ctx.reveal_hidden) for r in _reports(result, len(responses))]
+            if result.returned:
+                reports = _validate(result.value, len(responses))
+                return [_outcome(r, result.summary(), ctx.reveal_hidden) for r in reports]
         outcomes = []
         for response in responses:
             result = self._call({**payload, "responses": [response]}, ctx)
-            reports = _reports(result, 1) if result.returned or result.killed_by is None else None
+            # Alone in its call, a replay that did not return was ended by this response
+            # (a limit, a crash, an exception on its input): the response's, never `error`.
+            reports = _validate(result.value, 1) if result.returned else None
             outcomes.append(_outcome(reports[0], result.summary(), ctx.reveal_hidden) if reports else _killed(result))
         return outcomes
 
@@ -146,21 +149,14 @@ def _chunks(indices: list[int], responses: list[str]) -> list[list[int]]:
 
 
 def _validate(value: Any, count: int) -> list[Report]:
+    # Our replay code's own contract broken: a verifier bug, reported in our words.
     try:
         reports = [Report.model_validate(r) for r in value["reports"]]
     except (ValidationError, KeyError, TypeError) as exc:
-        raise SandboxError(f"tool_state replay returned a malformed report: {clip(str(exc), 300)}") from exc
+        raise SandboxError("tool_state replay returned a malformed report", cause="replay_malformed") from exc
     if len(reports) != count:
-        raise SandboxError("tool_state replay returned the wrong number of reports")
+        raise SandboxError("tool_state replay returned the wrong number of reports", cause="replay_malformed")
     return reports
-
-
-def _reports(result: CallResult, count: int) -> list[Report]:
-    if result.returned:
-        return _validate(result.value, count)
-    # Our replay raised or vanished without a limit being hit: a verifier bug, not a reward.
-    detail = result.raised or clip(result.stderr, 500)
-    raise SandboxError(f"tool_state replay failed: {detail}")
 
 
 def _unparsed(error: str, flags: list[str]) -> Outcome:
@@ -169,7 +165,10 @@ def _unparsed(error: str, flags: list[str]) -> Outcome:
 
 
 def _killed(result: CallResult) -> Outcome:
-    reason = f"the trace could not be replayed within the grader's limits ({result.killed_by})"
+    if result.killed_by:
+        reason = f"the trace could not be replayed within the grader's limits ({result.killed_by})"
+    else:
+        reason = "the trace ended its replay before a report (crash or exception on this input)"
     outcome = _unparsed(reason, ["replay_limit"])
     outcome.usage = result.summary()
     if result.killed_by in ("timeout", "cpu"):

@@ -1,10 +1,13 @@
-"""Warm call sessions: long-lived sandboxed processes that answer many requests in turn.
+"""Resident servers: long-lived sandboxed calls that answer many requests in turn.
+
+(Not to be confused with a `CallSession`, the host's handle on one running call: a
+resident server is such a call kept open, and reused, across many verifications.)
 
 Forking a fresh sandboxed process costs several milliseconds, more than judging a group
 takes for verifiers whose sandboxed code is *our own* code working on data (parsing a
 math answer, replaying a tool trace) rather than candidate code. Such a verifier may let
 one sandboxed process serve request after request: nothing in a request can run code, and
-each request is judged from scratch. Sessions are still recycled by age and request
+each request is judged from scratch. Servers are still recycled by age and request
 count, and dropped on any failure; callers fall back to a fresh process per call, which
 also pins a kill on the input that caused it. Never use this for candidate code.
 """
@@ -23,15 +26,15 @@ from sandboxes.base import CallEnded, CallSession, Limits, Sandbox, SandboxError
 
 
 @dataclass(frozen=True)
-class SessionSpec:
+class ResidentSpec:
     target: str
     pool: str
     preload: tuple[str, ...]
-    # A session's limits cover its whole life; it is retired well before they run out.
+    # A server's limits cover its whole life; it is retired well before they run out.
     limits: Limits
     max_age_s: float = 60.0
     max_requests: int = 500
-    # How long a caller waits for a busy session before paying for a fresh process.
+    # How long a caller waits for a busy server before paying for a fresh process.
     wait_s: float = 2.0
 
 
@@ -42,10 +45,10 @@ class _Served:
     requests: int = 0
 
 
-class WarmSessions:
-    """Up to `size` warm sessions of one spec in one sandbox, each used by one thread at a time."""
+class ResidentServers:
+    """Up to `size` resident servers of one spec in one sandbox, each used by one thread at a time."""
 
-    def __init__(self, sandbox: Sandbox, spec: SessionSpec, size: int) -> None:
+    def __init__(self, sandbox: Sandbox, spec: ResidentSpec, size: int) -> None:
         self.sandbox = sandbox
         self.spec = spec
         self._size = size
@@ -55,9 +58,9 @@ class WarmSessions:
         self._lock = threading.Lock()
 
     def request(self, payload: Any, timeout_s: float | None = None) -> Any | None:
-        """The session's answer, or None when no session could answer (use a fresh
+        """The server's answer, or None when no server could answer (use a fresh
         process instead). CallEnded (RequestTimeout included) means this payload killed
-        the session or ran out of time: the session is dropped and the error re-raised."""
+        the server or ran out of time: the server is dropped and the error re-raised."""
         served = self._take()
         if served is None:
             return None
@@ -124,7 +127,7 @@ class WarmSessions:
             self._open -= 1
 
     def close(self) -> None:
-        """Finish every idle session (busy ones are finished when given back)."""
+        """Finish every idle server (busy ones are finished when given back)."""
         with self._lock:
             self._closed = True
         while True:
@@ -134,21 +137,21 @@ class WarmSessions:
                 return
 
 
-_registry: weakref.WeakKeyDictionary[Sandbox, dict[str, WarmSessions]] = weakref.WeakKeyDictionary()
+_registry: weakref.WeakKeyDictionary[Sandbox, dict[str, ResidentServers]] = weakref.WeakKeyDictionary()
 _registry_lock = threading.Lock()
 
 
-def warm_sessions(sandbox: Sandbox, spec: SessionSpec) -> WarmSessions:
-    """The sandbox's warm sessions for `spec` (one set per sandbox and pool name)."""
+def resident_servers(sandbox: Sandbox, spec: ResidentSpec) -> ResidentServers:
+    """The sandbox's resident servers for `spec` (one set per sandbox and pool name)."""
     with _registry_lock:
         per_sandbox = _registry.setdefault(sandbox, {})
         found = per_sandbox.get(spec.pool)
         if found is None:
-            found = per_sandbox[spec.pool] = WarmSessions(sandbox, spec, int(getattr(sandbox, "workers", 2)))
+            found = per_sandbox[spec.pool] = ResidentServers(sandbox, spec, int(getattr(sandbox, "workers", 2)))
         return found
 
 
-def close_warm_sessions(sandbox: Sandbox, pool: str) -> None:
+def close_resident_servers(sandbox: Sandbox, pool: str) -> None:
     with _registry_lock:
         found = _registry.get(sandbox, {}).pop(pool, None)
     if found is not None:

@@ -1,0 +1,449 @@
+"""What every warm-worker backend shares: workers, pools, call sessions, the backend base.
+
+A backend (bubblewrap processes, Docker containers) keeps pools of long-lived workers
+(`sandboxes/worker.py`), each reached through a byte stream that carries frames. A job
+is sent to an idle worker, which forks a supervisor and the job; the host then reads
+the job's frames until its `done`. A backend implements `WarmWorkerBackend`'s three
+hooks (start a worker, retire one, decide whether one may take another job); the pool
+and the call-session logic here are the only copies.
+
+Who is to blame when a call fails is decided here, once. Every frame carries the job's
+nonce. Until the supervisor says `started`, no code of the job has run, so any failure
+is the infrastructure's: the call is retried once on a fresh worker, then raised as a
+`SandboxError` with a stable `cause`. After `started`, an unanswering, broken or
+out-of-step worker ends the call as the job's own outcome (a timeout, or a violation of
+the protocol channel), never as `error`: a response cannot turn its verdict into `error`.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import itertools
+import logging
+import os
+import queue
+import secrets
+import select
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from sandboxes.base import (
+    CallEnded,
+    CallResult,
+    CallSession,
+    Job,
+    JobResult,
+    Limits,
+    MessageHandler,
+    RequestTimeout,
+    Sandbox,
+    SandboxBusy,
+    SandboxError,
+)
+from sandboxes.frames import FrameError, FrameReader, decode_done, encode_frame
+
+log = logging.getLogger(__name__)
+
+STDERR_TAIL_LINES = 50
+STDERR_LINE_BYTES = 500
+# How much of a worker's stderr goes to the operator's log with a failure.
+STDERR_LOG_CHARS = 1500
+NONCE_BYTES = 16
+# The channel violation the host records when a running job's worker broke protocol.
+BROKEN_CHANNEL = "the job broke its sandbox's protocol channel"
+SUPERVISOR_FAILED = "the sandbox supervisor failed while the job ran"
+# Tries for a job whose worker fails before the job starts (the second on a new worker).
+START_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class WorkerTimings:
+    """Host-side clocks of a warm-worker backend (configuration, passed down)."""
+
+    # A worker must say `ready` within this, and a sent job `started`.
+    start_timeout_s: float = 60.0
+    # Grace beyond a job's wall limit before its worker is presumed stuck.
+    host_grace_s: float = 5.0
+    # How long a call waits for a free worker before SandboxBusy.
+    acquire_timeout_s: float = 30.0
+
+
+class WorkerTimeout(SandboxError):
+    """The worker sent nothing in time."""
+
+    cause = "worker_unresponsive"
+
+
+class WorkerBroken(SandboxError):
+    """The worker's stream ended, or carried bytes that are not our frames."""
+
+    cause = "worker_died"
+
+
+class WarmWorker(abc.ABC):
+    """One long-lived worker reached through a byte stream.
+
+    Subclasses give the descriptor frames are read from (`out_fd`, a pipe) and write
+    bytes without blocking (`write_some`, `writable_fd`)."""
+
+    out_fd: int
+
+    def __init__(self) -> None:
+        self.jobs = 0
+        self.stderr_tail: deque[bytes] = deque(maxlen=STDERR_TAIL_LINES)
+        self._reader: FrameReader | None = None
+
+    @abc.abstractmethod
+    def writable_fd(self) -> int:
+        """What select() waits on before `write_some`."""
+
+    @abc.abstractmethod
+    def write_some(self, data: bytes) -> int:
+        """Write without blocking; BlockingIOError when full, OSError when gone."""
+
+    @abc.abstractmethod
+    def alive(self) -> bool: ...
+
+    @abc.abstractmethod
+    def kill(self) -> None: ...
+
+    def send(self, frame: dict[str, Any], deadline: float) -> None:
+        data = memoryview(encode_frame(frame))
+        while data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([], [self.writable_fd()], [], remaining)[1]:
+                raise WorkerTimeout("the worker took no input in time")
+            try:
+                data = data[self.write_some(data) :]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise WorkerBroken("the worker's input closed") from exc
+
+    def read(self, deadline: float) -> dict[str, Any]:
+        """The next frame; WorkerTimeout or WorkerBroken otherwise. Never blocks past
+        the deadline, whatever the worker writes."""
+        if self._reader is None:
+            os.set_blocking(self.out_fd, False)
+            self._reader = FrameReader(self.out_fd)
+        while True:
+            try:
+                frame = self._reader.next()
+            except FrameError as exc:
+                raise WorkerBroken("the worker sent a malformed frame") from exc
+            if frame is not None:
+                return frame
+            if self._reader.eof:
+                raise WorkerBroken("the worker's output ended")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.out_fd], [], [], remaining)[0]:
+                raise WorkerTimeout("the worker did not answer in time")
+            self._reader.fill()
+
+    def stderr_text(self) -> str:
+        """For the operator's log only, never for evidence."""
+        return b"".join(self.stderr_tail).decode(errors="replace")[-STDERR_LOG_CHARS:]
+
+
+class WorkerPool:
+    """A bounded set of warm workers that share a preload list."""
+
+    def __init__(self, backend: WarmWorkerBackend, preload: tuple[str, ...], size: int) -> None:
+        self.backend = backend
+        self.preload = preload
+        self.size = size
+        self._idle: queue.LifoQueue[WarmWorker] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(size)
+
+    def acquire(self, timeout_s: float) -> WarmWorker:
+        if not self._slots.acquire(timeout=timeout_s):
+            raise SandboxBusy(f"no sandbox worker free within {timeout_s:.0f}s")
+        try:
+            while True:
+                try:
+                    worker = self._idle.get_nowait()
+                except queue.Empty:
+                    return self.backend.start_worker(self.preload)
+                if worker.alive():
+                    return worker
+                self.backend.retire_worker(worker)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def release(self, worker: WarmWorker, healthy: bool) -> None:
+        if healthy and worker.alive():
+            self._idle.put(worker)
+        else:
+            self.backend.retire_worker(worker)
+        self._slots.release()
+
+    def warm(self) -> None:
+        workers = [self.acquire(self.backend.timings.start_timeout_s) for _ in range(self.size)]
+        for worker in workers:
+            self.release(worker, True)
+
+    def close(self) -> None:
+        while True:
+            try:
+                self.backend.retire_worker(self._idle.get_nowait())
+            except queue.Empty:
+                return
+
+
+class WorkerCallSession(CallSession):
+    """A call (or command) running on one worker of a pool."""
+
+    def __init__(self, backend: WarmWorkerBackend, pool: WorkerPool, worker: WarmWorker, nonce: str,
+                 limits: Limits, on_message: MessageHandler | None) -> None:
+        self._backend = backend
+        self._pool = pool
+        self._worker: WarmWorker | None = worker
+        self._nonce = nonce
+        self._started_at = time.monotonic()
+        self._deadline = self._started_at + limits.wall_s + backend.timings.host_grace_s
+        self._on_message = on_message
+        self._ids = itertools.count(1)
+        self._done: CallResult | None = None
+        self._lock = threading.Lock()
+
+    # -- reading
+
+    def _next_frame(self, deadline: float) -> dict[str, Any]:
+        assert self._worker is not None
+        frame = self._worker.read(deadline)
+        if frame.get("n") != self._nonce:
+            raise WorkerBroken("a frame of another job")
+        return frame
+
+    def _pump(self, want_answer: int | None, deadline: float | None = None) -> Any:
+        """Read frames until the answer `want_answer` (or `done` when None) arrives.
+        A request's own deadline (shorter than the call's) raises WorkerTimeout."""
+        while self._done is None:
+            until = min(deadline or self._deadline, self._deadline)
+            try:
+                frame = self._next_frame(until)
+            except WorkerTimeout:
+                if deadline is not None and deadline < self._deadline:
+                    raise
+                self._job_broke_worker(timed_out=True)
+                break
+            except WorkerBroken:
+                self._job_broke_worker(timed_out=False)
+                break
+            kind = frame.get("t")
+            if kind == "ask":
+                self._answer(frame)
+            elif kind == "ans" and want_answer is not None and frame.get("id") == want_answer:
+                return frame.get("body")
+            elif kind == "done":
+                self._finish_with(frame)
+        if want_answer is not None:
+            raise CallEnded(self._done)
+        return None
+
+    def _answer(self, frame: dict[str, Any]) -> None:
+        try:
+            reply = self._on_message(frame.get("body")) if self._on_message else None
+        except BaseException:
+            # The trusted side failed: end the job, keep the worker, re-raise.
+            self._send({"t": "abort"})
+            while self._done is None:
+                self._pump(None)
+            raise
+        self._send({"t": "ans", "id": frame.get("id"), "body": reply})
+
+    def _send(self, frame: dict[str, Any]) -> None:
+        if self._worker is None:
+            return
+        try:
+            self._worker.send({**frame, "n": self._nonce}, self._deadline)
+        except SandboxError:
+            self._job_broke_worker(timed_out=False)
+
+    # -- ending
+
+    def _job_broke_worker(self, timed_out: bool) -> None:
+        """The worker of a started job stopped answering or broke protocol: the job's doing."""
+        worker = self._worker
+        tail = worker.stderr_text() if worker is not None else ""
+        log.warning("sandbox worker failed while its job ran (%s); attributed to the job. stderr: %s",
+                    "no answer in time" if timed_out else "broken stream", tail)
+        self._close(healthy=False)
+        self._done = CallResult(
+            backend=self._backend.name,
+            wall_s=time.monotonic() - self._started_at,
+            killed_by="timeout" if timed_out else None,
+            violations=[] if timed_out else [BROKEN_CHANNEL],
+        )
+
+    def _finish_with(self, frame: dict[str, Any]) -> None:
+        assert self._worker is not None
+        if "infrastructure_error" in frame:
+            # The job had started: whatever broke its supervisor is counted against it.
+            log.warning("sandbox supervisor failed while its job ran; attributed to the job. stderr: %s",
+                        self._worker.stderr_text())
+            self._close(healthy=False)
+            self._done = CallResult(backend=self._backend.name, wall_s=time.monotonic() - self._started_at,
+                                    violations=[SUPERVISOR_FAILED])
+            return
+        try:
+            done = decode_done(frame, self._backend.name)
+        except (ValueError, TypeError) as exc:
+            raise WorkerBroken("a malformed done frame") from exc
+        self._done = done
+        healthy = self._backend.job_ended(self._worker, done) and not frame.get("retire")
+        self._close(healthy=healthy)
+
+    def _close(self, healthy: bool) -> None:
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            worker.jobs += 1
+            if not healthy:
+                worker.kill()
+            self._pool.release(worker, healthy)
+
+    # -- the CallSession interface
+
+    def request(self, message: Any, timeout_s: float | None = None) -> Any:
+        with self._lock:
+            if self._done is not None:
+                raise CallEnded(self._done)
+            request_id = next(self._ids)
+            self._send({"t": "req", "id": request_id, "body": message})
+            deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+            try:
+                return self._pump(request_id, deadline)
+            except WorkerTimeout:
+                # Only this request ran out of time: kill the job, keep the warm worker.
+                self._send({"t": "abort"})
+                self._pump(None)
+                raise RequestTimeout(self._done) from None
+
+    def wait(self) -> CallResult:
+        with self._lock:
+            self._pump(None)
+            assert self._done is not None
+            return self._done
+
+    def finish(self) -> CallResult:
+        with self._lock:
+            if self._done is None:
+                self._send({"t": "finish"})
+        return self.wait()
+
+    def abort(self) -> CallResult:
+        with self._lock:
+            if self._done is None:
+                self._send({"t": "abort"})
+        return self.wait()
+
+
+class WarmWorkerBackend(Sandbox):
+    """Sandbox semantics over pools of warm workers; backends supply the workers."""
+
+    def __init__(self, workers: int | None, timings: WorkerTimings) -> None:
+        self.workers = workers or os.cpu_count() or 2
+        self.timings = timings
+        self._pools: dict[str, WorkerPool] = {}
+        self._lock = threading.Lock()
+
+    # -- hooks
+
+    @abc.abstractmethod
+    def start_worker(self, preload: tuple[str, ...]) -> WarmWorker:
+        """A new worker that has said `ready` (SandboxError with a cause otherwise)."""
+
+    def retire_worker(self, worker: WarmWorker) -> None:
+        worker.kill()
+
+    def job_ended(self, worker: WarmWorker, result: CallResult) -> bool:
+        """After a job's `done`: may this worker take another job?"""
+        return True
+
+    # -- pools
+
+    def pool(self, name: str, preload: tuple[str, ...]) -> WorkerPool:
+        with self._lock:
+            found = self._pools.get(name)
+            if found is None:
+                found = self._pools[name] = WorkerPool(self, preload, self.workers)
+            elif found.preload != preload:
+                raise ValueError(f"pool {name!r} already exists with preload {found.preload}")
+            return found
+
+    def warm(self, pool: str, preload: tuple[str, ...] = ()) -> None:
+        self.pool(pool, preload).warm()
+
+    def _start(self, spec: dict[str, Any], limits: Limits, pool: str, preload: tuple[str, ...],
+               on_message: MessageHandler | None) -> WorkerCallSession:
+        """Send the job to a worker and wait until it has started. A worker that fails
+        before that is the infrastructure's failure: one retry on a fresh worker."""
+        the_pool = self.pool(pool, preload)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            worker = the_pool.acquire(self.timings.acquire_timeout_s)
+            nonce = secrets.token_hex(NONCE_BYTES)
+            session = WorkerCallSession(self, the_pool, worker, nonce, limits, on_message)
+            failure = self._hand_over(worker, session, {**spec, "nonce": nonce, "limits": limits.to_dict()})
+            if failure is None:
+                return session
+            log.warning("sandbox worker failed before its job started (attempt %d): %s; stderr: %s",
+                        attempt, failure, worker.stderr_text())
+            the_pool.release(worker, healthy=False)
+        raise SandboxError("sandbox workers failed before the job started", cause=failure.cause)
+
+    def _hand_over(self, worker: WarmWorker, session: WorkerCallSession, spec: dict[str, Any]) -> SandboxError | None:
+        """Send the job and wait for `started`; the failure when it did not start."""
+        deadline = time.monotonic() + self.timings.start_timeout_s
+        try:
+            worker.send({"t": "job", "spec": spec}, deadline)
+            frame = session._next_frame(deadline)
+        except SandboxError as exc:
+            return exc
+        if frame.get("t") == "started":
+            return None
+        if "infrastructure_error" in frame:
+            return SandboxError("the sandbox could not set up the job", cause="job_setup_failed")
+        return WorkerBroken("the worker answered a job with something else")
+
+    # -- the Sandbox interface
+
+    def run(self, job: Job) -> JobResult:
+        spec = {
+            "mode": "exec",
+            "argv": job.command,
+            "files": encode_files(job.files),
+            "stdin": base64_text(job.stdin),
+            "env": job.env,
+        }
+        return self._start(spec, job.limits, "exec", (), None).wait()
+
+    def open(self, target: str, payload: Any, limits: Limits, *, pool: str = "default",
+             preload: tuple[str, ...] = ()) -> CallSession:
+        return self._start({"mode": "call", "target": target, "payload": payload}, limits, pool, preload, None)
+
+    def call(self, target: str, payload: Any, limits: Limits, *, pool: str = "default",
+             preload: tuple[str, ...] = (), on_message: MessageHandler | None = None) -> CallResult:
+        spec = {"mode": "call", "target": target, "payload": payload}
+        return self._start(spec, limits, pool, preload, on_message).wait()
+
+    def close(self) -> None:
+        with self._lock:
+            for found in self._pools.values():
+                found.close()
+            self._pools.clear()
+
+    def pool_names(self) -> list[str]:
+        return sorted(self._pools)
+
+
+def base64_text(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def encode_files(files: dict[str, bytes]) -> dict[str, str]:
+    return {name: base64_text(data) for name, data in files.items()}

@@ -1,0 +1,155 @@
+"""Text normalisation of one answer candidate before parsing: LaTeX spacing and wrappers,
+`\\text{}` and units, currency, degrees, percent, thousands separators, relation symbols.
+Pure string work (linear regular expressions, bounded input)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+MAX_INPUT_CHARS = 2000
+
+
+class ParseFailure(ValueError):
+    pass
+
+
+class TooLarge(ParseFailure):
+    pass
+
+
+@dataclass(frozen=True)
+class Normalised:
+    text: str
+    percent: bool = False  # written with %, "percent", "pct"
+    unit: str = ""  # the unit words stripped from the end, lower case
+
+
+_REMOVE = [
+    r"\\displaystyle", r"\\textstyle", r"\\left", r"\\right", r"\\middle", r"\\!", r"\\;", r"\\:", r"\\ ",
+    r"\\quad", r"\\qquad", r"\\big", r"\\Big", r"\\bigg", r"\\Bigg", r"\\bigl", r"\\bigr", r"\\Bigl", r"\\Bigr",
+    r"\\limits", r"\\nolimits", r"\\mathstrut", r"\\phantom\{[^{}]*\}", r"\\hline", r"\\boxed", r"\\fbox",
+]
+_REMOVE_RE = re.compile("|".join(r"(?<!\\)" + p + r"(?![a-zA-Z])" for p in _REMOVE))
+# Doubled backslashes before a command (a raw string escaped twice): "\\\\frac" -> "\\frac".
+_DOUBLED = re.compile(r"(?<!\\)\\\\(?=(?:boxed|fbox|frac|dfrac|tfrac|left|right|text|mathrm|sqrt|le|ge|leq|geq|"
+                      r"neq|lt|gt|in|infty|pi|cdot|times|pm|cup|begin|end|quad|qquad)(?![a-zA-Z]))")
+
+
+def unescape(text: str) -> str:
+    return _DOUBLED.sub(r"\\", text)
+
+
+_TEXT_CMDS = re.compile(
+    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mathrm|mathbf|mathit|mathsf|mbox|hbox|operatorname|emph)"
+    r"\s*\{([^{}]*)\}")
+_UNIT_WORDS = {
+    "cm", "m", "km", "mm", "nm", "meter", "meters", "metre", "metres", "inch", "inches", "in", "feet", "foot",
+    "ft", "yd", "yard", "yards", "mile", "miles", "mi", "second", "seconds", "sec", "s", "minute", "minutes",
+    "min", "mins", "hour", "hours", "hr", "hrs", "h", "day", "days", "week", "weeks", "month", "months", "year",
+    "years", "dollar", "dollars", "cent", "cents", "euro", "euros", "yuan", "yen", "pound", "pounds", "rupees",
+    "unit", "units", "degree", "degrees", "deg", "radian", "radians", "rad", "kg", "g", "mg", "gram", "grams",
+    "kilogram", "kilograms", "lb", "lbs", "oz", "ounce", "ounces", "ton", "tons", "liter", "liters", "litre",
+    "litres", "l", "ml", "gallon", "gallons", "square", "sq", "cubic", "mph", "kmh", "kph", "j", "joule",
+    "joules", "n", "newton", "newtons", "w", "watt", "watts", "v", "volt", "volts", "hz", "k", "kelvin", "pa",
+    "ways", "times", "people", "persons", "students", "points", "items", "steps", "pieces", "numbers",
+    "integers", "values", "solutions", "terms", "digits", "cookies", "apples", "books", "pages", "marbles",
+    "coins", "boxes", "cars", "trees", "handshakes", "games", "matches", "tiles", "cubes",
+}
+_PERCENT = re.compile(r"\\%|%|\s*\b(?:percent|percentage|pct)\b\.?", re.IGNORECASE)
+_CURRENCY = re.compile(r"\\\$|\$|€|£|¥|\\euro|\\pounds|\b(?:USD|EUR|Rs)\b")
+_RELATIONS = [
+    (r"\\leqslant|\\leq|\\le(?![a-zA-Z])|≤|=<", "<="), (r"\\geqslant|\\geq|\\ge(?![a-zA-Z])|≥|=>(?!\s*\\)", ">="),
+    (r"\\neq|\\ne(?![a-zA-Z])|≠|=/=", "!="), (r"\\lt(?![a-zA-Z])", "<"), (r"\\gt(?![a-zA-Z])", ">"),
+]
+_UNICODE = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "π": "\\pi", "∞": "\\infty", "√": "\\sqrt",
+            "∪": "\\cup", "∩": "\\cap", "∈": "\\in", "∅": "\\emptyset", "²": "^2", "³": "^3", "±": "\\pm"}
+
+
+def strip_units(s: str) -> tuple[str, str]:
+    """Trailing unit words after a value ("12 cm", "15 cm^2", "3 apples", "5 m/s")."""
+    unit: list[str] = []
+    while True:
+        m = re.search(r"(?<![\\A-Za-z])([A-Za-z]+(?:\s*/\s*[A-Za-z]+)?)(?:\s*\^\s*\{?[23]\}?)?\s*$", s)
+        if not m:
+            break
+        before = s[:m.start()].rstrip()
+        word = m.group(1).lower()
+        known = word in _UNIT_WORDS or all(w.strip() in _UNIT_WORDS for w in word.split("/"))
+        # A unit follows a value, not an operator or a variable ("2x", "3 \\cdot cm").
+        if not re.search(r"\d", before) or before[-1:] in "+-*/=(,^_{" or not (known or len(word) >= 3):
+            break
+        glued = before[-1:].isdigit() and not s[m.start() - 1].isspace()
+        if glued and (not known or len(word) == 1 and "^" not in m.group(0)):
+            break
+        unit.insert(0, m.group(0).strip().lower())
+        s = before
+    return s, " ".join(unit)
+
+
+def _thousands(s: str) -> str:
+    s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d{3})", r"\1", s)  # 14{,}916
+    s = re.sub(r"(\d),\\!\s*(?=\d{3})", r"\1", s)  # 12,\!000
+    s = re.sub(r"(\d)\\[,;]\s*(?=\d{3}\b)", r"\1", s)  # 1\,000
+    whole = s.strip()
+    sign = r"-?"
+    if re.fullmatch(r"-?0,\d+", whole):
+        return whole.replace(",", ".")
+    if re.fullmatch(sign + r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", whole):
+        return whole.replace(",", "")
+    if re.fullmatch(sign + r"\d{1,3}(?: \d{3})+(?:\.\d+)?", whole):
+        return whole.replace(" ", "")
+    # A decimal comma where a list cannot be meant: "1000,99", "2,74", "0,111".
+    m = re.fullmatch(r"(-?)(\d+),(\d+)", whole)
+    if m and (m.group(2) == "0" or len(m.group(3)) not in (3,) and (len(m.group(2)) > 1 or len(m.group(3)) > 1)):
+        return f"{m.group(1)}{m.group(2)}.{m.group(3)}"
+    return s
+
+
+@functools.lru_cache(maxsize=1024)
+def normalise(text: str) -> Normalised:
+    """Cached: a group's gold and repeated answers are normalised once (the result is immutable)."""
+    return _normalise(text)
+
+
+def _normalise(text: str) -> Normalised:
+    if len(text) > MAX_INPUT_CHARS:
+        raise ParseFailure(f"answer longer than {MAX_INPUT_CHARS} characters")
+    s = unescape(text.strip())
+    for char, repl in _UNICODE.items():
+        s = s.replace(char, repl)
+    s = re.sub(r"^\$+|\$+$", "", s).strip()
+    s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
+    s = _thousands(s)
+    s = s.replace("\\,", " ")
+    s = _REMOVE_RE.sub(" ", s)
+    for _ in range(3):  # nested \text{\textbf{...}}
+        s = _TEXT_CMDS.sub(lambda m: " " + m.group(1) + " ", s)
+    s = re.sub(r"\\[dtc]frac", r"\\frac", s)
+    s = re.sub(r"\\[dt]binom", r"\\binom", s)
+    s = re.sub(r"\\begin\{array\}\{[^{}]*\}", r"\\begin{array}", s)
+    s = re.sub(r"\\begin\{[pbBvV]?matrix\}|\\begin\{array\}|\\begin\{smallmatrix\}", r"\\matrix{", s)
+    s = re.sub(r"\\end\{[pbBvV]?matrix\}|\\end\{array\}|\\end\{smallmatrix\}", "}", s)
+    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|°|\\degree(?![a-zA-Z])", "", s)
+    percent = False
+    if _PERCENT.search(s):
+        percent = True
+        s = _PERCENT.sub("", s)
+    s = _CURRENCY.sub("", s)
+    s = re.sub(r"\\(?:cdot|times|ast)(?![a-zA-Z])", "*", s)
+    s = re.sub(r"\\div(?![a-zA-Z])", "/", s)
+    s = re.sub(r"\\(?:dots|ldots|cdots|dotsc|dotsb)(?![a-zA-Z])", "", s)
+    s = re.sub(r"\\(?:varnothing|emptyset)(?![a-zA-Z])|\\\{\s*\\\}", r"\\emptyset", s)
+    s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", r"\\Reals", s)
+    for pattern, repl in _RELATIONS:
+        s = re.sub(pattern, repl, s)
+    # The value before an approximation counts ("1/3 \approx 0.33"), unless it is only a name ("x \approx 11").
+    exact, *approx = re.split(r"\\approx|≈|\\sim(?![a-zA-Z])", s, maxsplit=1)
+    s = exact if not approx or re.search(r"\d", exact) else approx[0]
+    s = re.sub(r"(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])", ", ", s)
+    s = _thousands(s.strip())
+    s = s.strip().rstrip(".,;").strip()
+    s, unit = strip_units(s)
+    s = s.strip().rstrip(".,;").strip()
+    return Normalised(s, percent, unit)
