@@ -27,14 +27,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from sandboxes.base import CallEnded, Limits, SandboxError
-from sandboxes.sessions import SessionSpec, warm_sessions
+from sandboxes.resident import ResidentSpec, resident_servers
 from verifiers.base import Flag, VerifyContext, flag
 from verifiers.code.task import CodeTask
 
 SCAN_TIMEOUT_S = 2.0
 MAX_EXAMPLES = 20
 MAX_EXAMPLE_CHARS = 2000
-SCAN = SessionSpec("verifiers.code.scan:serve", "code_scan", ("verifiers.code.scan",),
+SCAN = ResidentSpec("verifiers.code.scan:serve", "code_scan", ("verifiers.code.scan",),
                    Limits(wall_s=300, cpu_s=240, memory_mb=512, processes=4, output_bytes=64_000, file_size_mb=1,
                           open_files=64, scratch_mb=4),
                    max_age_s=60, max_requests=2000, wait_s=0.5)
@@ -79,7 +79,7 @@ def examples_of(task: CodeTask) -> list[dict[str, Any]]:
 def _scan(code: str, task: CodeTask, ctx: VerifyContext) -> dict[str, Any] | None:
     payload = {"code": code, "mode": "call" if task.tests is not None else "io", "examples": examples_of(task)}
     try:
-        return warm_sessions(ctx.sandbox, SCAN).request(payload, timeout_s=SCAN_TIMEOUT_S)
+        return resident_servers(ctx.sandbox, SCAN).request(payload, timeout_s=SCAN_TIMEOUT_S)
     except (CallEnded, SandboxError):
         return None
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandboxes.sessions import close_warm_sessions
-
+from sandboxes.resident import close_resident_servers
 from verifiers.base import Component, Outcome, Verdict, Verifier, VerifyContext, clip, hard, sha256_text, soft
 from verifiers.code import candidate as candidate_side
 from verifiers.code import grader as grader_side
@@ -68,7 +67,7 @@ class CodeVerifier(Verifier):
         ctx.sandbox.warm(GRADER_POOL, grader_side.PRELOAD)
 
     def close(self, ctx: VerifyContext) -> None:
-        close_warm_sessions(ctx.sandbox, SCAN.pool)
+        close_resident_servers(ctx.sandbox, SCAN.pool)
 
     def verify(self, task: CodeTask, response: str, ctx: VerifyContext) -> Outcome:  # type: ignore[override]
         code = extract_code(response)
