@@ -25,6 +25,7 @@ from service.logs import log_verification
 from service.metrics import Metrics
 from service.schemas import (
     ComponentOut,
+    GenerationIn,
     GroupError,
     GroupResult,
     GroupSpec,
@@ -32,6 +33,7 @@ from service.schemas import (
     GroupsResponse,
     RegisteredTask,
     ReplayOut,
+    ResponseIn,
     TaskRef,
     TaskRegistration,
     VerifyRequest,
@@ -40,6 +42,7 @@ from service.schemas import (
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
 from verifiers import registry
 from verifiers.base import TaskBase, TaskInvalid, UnknownVerifier, Verdict, Verifier, sha256_text
+from verifiers.inspection import Generation, apply_policies, is_masked
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +102,12 @@ class Resolved:
     def __post_init__(self) -> None:
         # Computed once per task, not once per record.
         self.public = self.task.public_view()
+
+
+def generation_of(response: ResponseIn) -> Generation:
+    if isinstance(response, GenerationIn):
+        return Generation(response.text, response.tokens, response.finish_reason)
+    return Generation(response)
 
 
 def request_hash(payload: Any) -> str:
@@ -168,9 +177,10 @@ class Engine:
             self._inflight -= n
             self.metrics.set("assay_inflight_responses", self._inflight)
 
-    def _check_responses(self, responses: list[str], where: str) -> None:
+    def _check_responses(self, responses: list[Generation], where: str) -> None:
         limit = self.settings.max_response_chars
-        for i, response in enumerate(responses):
+        for i, generation in enumerate(responses):
+            response = generation.text
             if len(response) > limit:
                 raise RequestInvalid(f"{where}[{i}]: response has {len(response)} characters; the limit is {limit}")
 
@@ -189,14 +199,17 @@ class Engine:
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
         return await self.executor.judge(self.job(resolved, responses))
 
-    def _row(self, resolved: Resolved, response: str, judged: Judged, caller: Caller, request_id: str | None,
-             group_id: str | None, group_index: int | None, submission: tuple[str, int]) -> RecordRow:
+    def _row(self, resolved: Resolved, generation: Generation, judged: Judged, caller: Caller,
+             request_id: str | None, group_id: str | None, group_index: int | None, submission: tuple[str, int],
+             eval_id: str | None = None) -> RecordRow:
         """`submission` is (this request's id, the response's index in it): unique in the store, so
         no response of a request is ever logged twice, whatever an executor retried."""
-        outcome = judged.outcome
+        outcome = apply_policies(resolved.task, generation, judged.outcome)
+        response = generation.text
         reward = outcome.reward(resolved.task)
+        flags = outcome.flag_map()
         self.metrics.verification(resolved.verifier.name, outcome.verdict.value, judged.duration_ms / 1000,
-                                  outcome.flags, outcome.evidence)
+                                  list(flags), outcome.evidence)
         row = RecordRow(
             id=new_record_id(),
             request_id=request_id,
@@ -212,7 +225,8 @@ class Engine:
             reward=reward,
             verdict=outcome.verdict.value,
             evidence=outcome.evidence,
-            flags=sorted(set(outcome.flags)),
+            flags=list(flags),
+            flag_evidence=flags,
             sandbox_backend=self.executor.backend,
             usage=outcome.usage,
             duration_ms=round(judged.duration_ms, 3),
@@ -220,6 +234,10 @@ class Engine:
             group_index=group_index,
             submission_id=submission[0],
             submission_index=submission[1],
+            tokens=generation.tokens,
+            finish_reason=generation.finish_reason,
+            masked=is_masked(resolved.task, generation, outcome.verdict.value),
+            eval_id=eval_id,
         )
         log_verification(row)
         return row
@@ -230,7 +248,8 @@ class Engine:
             record_id=row.id, verifier=row.verifier, verifier_version=row.verifier_version, reward=row.reward,
             verdict=row.verdict, components={k: ComponentOut(**v) for k, v in row.components.items()},
             evidence=row.evidence, flags=row.flags, duration_ms=row.duration_ms, task_id=row.task_id,
-            task_hash=row.task_hash, request_id=row.request_id,
+            task_hash=row.task_hash, request_id=row.request_id, flag_evidence=row.flag_evidence or {},
+            tokens=row.tokens, finish_reason=row.finish_reason, masked=bool(row.masked),
         )
 
     def _blob(self, resolved: Resolved) -> TaskBlobRow:
@@ -248,20 +267,21 @@ class Engine:
     # ------------------------------------------------------------------ verify
 
     async def verify(self, req: VerifyRequest, caller: Caller) -> VerifyResult:
-        self._check_responses([req.response], "response")
+        generation = generation_of(req.response)
+        self._check_responses([generation], "response")
         resolved = await anyio.to_thread.run_sync(self.resolve, req)
         if req.request_id is not None:
             existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id, req.request_id)
             if existing is not None:
-                return self._logged(existing, resolved, req.response)
+                return self._logged(existing, resolved, generation.text)
         self._admit(1)
         try:
-            judged = (await self._judge_async(resolved, [req.response]))[0]
+            judged = (await self._judge_async(resolved, [generation.text]))[0]
         except TaskInvalid as exc:
             raise self.caller_facing(resolved, exc) from None
         finally:
             self._release(1)
-        row = self._row(resolved, req.response, judged, caller, req.request_id, None, None, (uuid.uuid4().hex, 0))
+        row = self._row(resolved, generation, judged, caller, req.request_id, None, None, (uuid.uuid4().hex, 0))
         try:
             await anyio.to_thread.run_sync(self.store.append, [row], [self._blob(resolved)])
         except Exception as exc:
@@ -269,7 +289,7 @@ class Engine:
                 existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id,
                                                           req.request_id)
                 if existing is not None:  # a concurrent retry logged it first
-                    return self._logged(existing, resolved, req.response)
+                    return self._logged(existing, resolved, generation.text)
             raise
         return self.result_of(row)
 
@@ -288,11 +308,13 @@ class Engine:
 
     # ------------------------------------------------------------------ groups
 
-    async def groups(self, req: GroupsRequest, caller: Caller, idempotency_key: str | None = None) -> GroupsResponse:
+    async def groups(self, req: GroupsRequest, caller: Caller, idempotency_key: str | None = None,
+                     eval_id: str | None = None) -> GroupsResponse:
         """Check limits, resolve every task (a problem here rejects the whole request,
         naming the group), verify the groups concurrently (a task found invalid while
         verifying fails only its own group), then log the records and answer."""
-        self._check_group_limits(req)
+        generations = [[generation_of(r) for r in group.responses] for group in req.groups]
+        self._check_group_limits(req, generations)
         body_hash = request_hash(req.model_dump(mode="json"))
         if idempotency_key is not None:
             stored = await anyio.to_thread.run_sync(self.store.idempotent_response, caller.key_id,
@@ -300,7 +322,7 @@ class Engine:
             if stored is not None:
                 return GroupsResponse.model_validate(stored)
         resolved = await anyio.to_thread.run_sync(self._resolve_groups, req)
-        judged = await self._judge_groups(req, resolved)
+        judged = await self._judge_groups(req, resolved, generations)
         rows: list[RecordRow] = []
         out: list[GroupResult] = []
         submission_id = uuid.uuid4().hex
@@ -308,22 +330,24 @@ class Engine:
             if isinstance(verdicts, GroupError):
                 out.append(self._failed_group(group, index, verdicts))
                 continue
-            group_rows, result = self._group_result(req, group, res, verdicts, caller, (submission_id, len(rows)))
+            group_rows, result = self._group_result(req, group, res, generations[index], verdicts, caller,
+                                                    (submission_id, len(rows)), eval_id)
             rows += group_rows
             out.append(result)
         response = GroupsResponse(groups=out)
         used = [r for r, j in zip(resolved, judged, strict=True) if not isinstance(j, GroupError)]
         return await self._log_groups(response, rows, used, caller, idempotency_key, body_hash)
 
-    def _check_group_limits(self, req: GroupsRequest) -> None:
+    def _check_group_limits(self, req: GroupsRequest, generations: list[list[Generation]]) -> None:
         s = self.settings
         if len(req.groups) > s.max_groups:
             raise RequestInvalid(f"groups: {len(req.groups)} groups; the limit is {s.max_groups}")
+        generations = [[generation_of(r) for r in group.responses] for group in req.groups]
         for gi, group in enumerate(req.groups):
             if len(group.responses) > s.max_group_size:
                 raise RequestInvalid(
                     f"groups[{gi}].responses: {len(group.responses)} responses; the limit is {s.max_group_size}")
-            self._check_responses(group.responses, f"groups[{gi}].responses")
+            self._check_responses(generations[gi], f"groups[{gi}].responses")
 
     def _resolve_groups(self, req: GroupsRequest) -> list[Resolved]:
         """Blocking (registered tasks are read from the store). Errors name the group."""
@@ -342,14 +366,15 @@ class Engine:
                 raise TaskNotFound(f"groups[{gi}].task_id: {exc}") from None
         return resolved
 
-    async def _judge_groups(self, req: GroupsRequest, resolved: list[Resolved]) -> list[list[Judged] | GroupError]:
+    async def _judge_groups(self, req: GroupsRequest, resolved: list[Resolved],
+                            generations: list[list[Generation]]) -> list[list[Judged] | GroupError]:
         """Verify every group concurrently. A task found invalid fails its own group only;
         a busy or missing sandbox aborts the whole request (503, nothing logged)."""
 
         def group(index: int) -> Callable[[], Awaitable[list[Judged] | GroupError]]:
             async def run() -> list[Judged] | GroupError:
                 try:
-                    return await self._judge_async(resolved[index], req.groups[index].responses)
+                    return await self._judge_async(resolved[index], [g.text for g in generations[index]])
                 except TaskInvalid as exc:
                     shown = self.caller_facing(resolved[index], exc)
                     return GroupError(index=index, field=f"groups[{index}].{shown.field}", message=str(shown))
@@ -362,21 +387,26 @@ class Engine:
         finally:
             self._release(total)
 
-    def _group_result(self, req: GroupsRequest, group: GroupSpec, resolved: Resolved, judged: list[Judged],
-                      caller: Caller, submission: tuple[str, int]) -> tuple[list[RecordRow], GroupResult]:
-        """`submission`: the request's submission id and the index of this group's first response in it."""
+    def _group_result(self, req: GroupsRequest, group: GroupSpec, resolved: Resolved, generations: list[Generation],
+                      judged: list[Judged], caller: Caller, submission: tuple[str, int],
+                      eval_id: str | None) -> tuple[list[RecordRow], GroupResult]:
+        """`submission`: the request's submission id and the index of this group's first response in it.
+        Responses whose verdict is `error`, or masked by the truncation policy, are left out of the
+        group statistics."""
         group_id = group.group_id or uuid.uuid4().hex
         submission_id, offset = submission
-        rows = [self._row(resolved, response, j, caller, None, group_id, index, (submission_id, offset + index))
-                for index, (response, j) in enumerate(zip(group.responses, judged, strict=True))]
+        rows = [self._row(resolved, gen, j, caller, None, group_id, index, (submission_id, offset + index), eval_id)
+                for index, (gen, j) in enumerate(zip(generations, judged, strict=True))]
         rewards = [r.reward for r in rows]
-        include = [r.verdict != Verdict.error.value for r in rows]
+        include = [r.verdict != Verdict.error.value and not r.masked for r in rows]
         stats = group_advantages(rewards, include, req.advantage.scale, req.advantage.eps, req.advantage.bessel)
         if stats.zero_variance:
             self.metrics.inc("assay_zero_variance_groups_total", verifier=resolved.verifier.name)
         return rows, GroupResult(group_id=group_id, results=[self.result_of(r) for r in rows], rewards=rewards,
                                  advantages=stats.advantages, mean=stats.mean, std=stats.std,
-                                 zero_variance=stats.zero_variance, errors=len(rewards) - stats.counted)
+                                 zero_variance=stats.zero_variance,
+                                 errors=sum(r.verdict == Verdict.error.value for r in rows),
+                                 masked=sum(bool(r.masked) for r in rows))
 
     @staticmethod
     def _failed_group(group: GroupSpec, index: int, error: GroupError) -> GroupResult:
@@ -421,8 +451,9 @@ class Engine:
             judged = (await self._judge_async(resolved, [row.response]))[0]
         except TaskInvalid as exc:
             raise self.caller_facing(resolved, exc) from None
-        reward = judged.outcome.reward(task)
-        return ReplayOut(record_id=row.id, original_verdict=row.verdict, replayed_verdict=judged.outcome.verdict.value,
+        outcome = apply_policies(task, Generation(row.response, row.tokens, row.finish_reason), judged.outcome)
+        reward = outcome.reward(task)
+        return ReplayOut(record_id=row.id, original_verdict=row.verdict, replayed_verdict=outcome.verdict.value,
                          original_reward=row.reward, replayed_reward=reward,
-                         same_verdict=row.verdict == judged.outcome.verdict.value,
+                         same_verdict=row.verdict == outcome.verdict.value,
                          same_version=row.verifier_version == verifier.version, verifier_version=verifier.version)

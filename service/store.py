@@ -28,6 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    false,
     select,
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -86,6 +87,42 @@ class RecordRow(Base):
     # the response's position in it.
     submission_id: Mapped[str | None] = mapped_column(String(32))
     submission_index: Mapped[int | None] = mapped_column(Integer)
+    # Inspection (issue 12): flag evidence by name, generation facts, mask, evaluation run.
+    flag_evidence: Mapped[dict | None] = mapped_column(JSON)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    masked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    eval_id: Mapped[str | None] = mapped_column(String(32), index=True)
+
+
+class LabelRow(Base):
+    """A reviewer's label on a record. Append-only, like records: a new label supersedes."""
+
+    __tablename__ = "labels"
+    __table_args__ = (Index("ix_labels_record", "record_id"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    record_id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    author: Mapped[str] = mapped_column(String(200))
+    author_key_id: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(16))  # agree | disagree | exploit
+    corrected_verdict: Mapped[str | None] = mapped_column(String(32))
+    pattern: Mapped[str | None] = mapped_column(String(100))
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class EvalRow(Base):
+    """A held-out evaluation run; its records carry its id. Written once."""
+
+    __tablename__ = "evals"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    name: Mapped[str] = mapped_column(String(200))
+    checkpoint: Mapped[str] = mapped_column(String(200))
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    # {family: [{"task_key", "record_ids": [...]}]}: which records answer which task.
+    layout: Mapped[dict] = mapped_column(JSON)
 
 
 class TaskBlobRow(Base):
@@ -198,12 +235,13 @@ class AuditStore:
 
     def query(self, *, verifier: str | None = None, verdict: str | None = None, group_id: str | None = None,
               task_id: str | None = None, task_hash: str | None = None, flag: str | None = None,
+              eval_id: str | None = None,
               since: datetime | None = None, until: datetime | None = None,
               after_seq: int | None = None, limit: int = 100) -> list[RecordRow]:
         stmt = select(RecordRow).order_by(RecordRow.seq)
         for column, value in ((RecordRow.verifier, verifier), (RecordRow.verdict, verdict),
                               (RecordRow.group_id, group_id), (RecordRow.task_id, task_id),
-                              (RecordRow.task_hash, task_hash)):
+                              (RecordRow.task_hash, task_hash), (RecordRow.eval_id, eval_id)):
             if value is not None:
                 stmt = stmt.where(column == value)
         if since is not None:
@@ -223,6 +261,14 @@ class AuditStore:
                     found.append(row)
                     if len(found) >= limit:
                         break
+        return found
+
+    def records_by_ids(self, ids: list[str]) -> dict[str, RecordRow]:
+        found: dict[str, RecordRow] = {}
+        with self.session() as s:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                found.update((r.id, r) for r in s.scalars(select(RecordRow).where(RecordRow.id.in_(chunk))))
         return found
 
     def iter_all(self, **filters: Any) -> Iterator[RecordRow]:
@@ -269,6 +315,40 @@ class AuditStore:
     def registered_tasks(self, limit: int = 100) -> list[RegisteredTaskRow]:
         with self.session() as s:
             return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
+
+    # ------------------------------------------------------------------- labels
+
+    def add_label(self, label: LabelRow) -> None:
+        with self.session() as s, s.begin():
+            s.add(label)
+
+    def labels(self, record_ids: list[str] | None = None, verifier: str | None = None) -> list[LabelRow]:
+        """Labels in write order (all of a record's history), for some records or one verifier."""
+        stmt = select(LabelRow).order_by(LabelRow.seq)
+        if verifier is not None:
+            stmt = stmt.join(RecordRow, RecordRow.id == LabelRow.record_id).where(RecordRow.verifier == verifier)
+        with self.session() as s:
+            if record_ids is None:
+                return list(s.scalars(stmt))
+            out: list[LabelRow] = []
+            for start in range(0, len(record_ids), 500):
+                chunk = record_ids[start:start + 500]
+                out += s.scalars(stmt.where(LabelRow.record_id.in_(chunk)))
+            return sorted(out, key=lambda row: row.seq)
+
+    def labelled_record_ids(self) -> set[str]:
+        with self.session() as s:
+            return set(s.scalars(select(LabelRow.record_id).distinct()))
+
+    # -------------------------------------------------------------------- evals
+
+    def add_eval(self, row: EvalRow) -> None:
+        with self.session() as s, s.begin():
+            s.add(row)
+
+    def eval_run(self, eval_id: str) -> EvalRow | None:
+        with self.session() as s:
+            return s.get(EvalRow, eval_id)
 
     # --------------------------------------------------------------------- keys
 
