@@ -23,6 +23,7 @@ from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
 from service.metrics import Metrics
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
+from service.ui import install as install_viewer
 from verifiers import registry
 from verifiers.base import TaskInvalid, UnknownVerifier, VerifyContext
 
@@ -124,6 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     _include_routers(app)
+    install_viewer(app)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

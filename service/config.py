@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     env_ttl_s: float = Field(900.0, gt=0)
     env_max_per_key: int = Field(256, ge=1)
     env_max_sessions: int = Field(4096, ge=1)
+    # Audit viewer (/ui/): how long a sign-in lasts, and how many records one export bundle may hold.
+    ui_session_hours: float = Field(12.0, gt=0)
+    ui_export_max_records: int = Field(20_000, ge=1)
 
     @cached_property
     def is_sqlite(self) -> bool:

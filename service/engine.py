@@ -294,6 +294,9 @@ class Engine:
             rewards = [r.reward for r in group_rows]
             include = [r.verdict != Verdict.error.value for r in group_rows]
             stats = group_advantages(rewards, include, req.advantage.scale, req.advantage.eps, req.advantage.bessel)
+            for row, advantage in zip(group_rows, stats.advantages, strict=True):
+                row.advantage, row.group_mean, row.group_std = advantage, stats.mean, stats.std
+                row.group_zero_variance = stats.zero_variance
             if stats.zero_variance:
                 self.metrics.inc("assay_zero_variance_groups_total", verifier=res.verifier.name)
             out.append(GroupResult(group_id=group_id, results=[self.result_of(r) for r in group_rows],

@@ -23,12 +23,19 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    cast,
     create_engine,
+    delete,
     event,
+    exists,
+    func,
     select,
+    text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.sql.elements import ColumnElement
 
 
 class Base(DeclarativeBase):
@@ -47,7 +54,14 @@ class RecordRow(Base):
         Index("ix_records_verifier", "verifier"),
         Index("ix_records_group", "group_id"),
         Index("ix_records_task", "task_id"),
+        # Keyset pages of the viewer: a filter or sort column, then seq as the tie-breaker.
+        Index("ix_records_verifier_seq", "verifier", "seq"),
+        Index("ix_records_verdict_seq", "verdict", "seq"),
+        Index("ix_records_caller_seq", "caller_key_id", "seq"),
+        Index("ix_records_reward_seq", "reward", "seq"),
+        Index("ix_records_duration_seq", "duration_ms", "seq"),
         UniqueConstraint("caller_key_id", "request_id", name="uq_records_caller_request"),
+        Index("ix_records_flags", cast(text("flags"), JSONB), postgresql_using="gin").ddl_if(dialect="postgresql"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -72,6 +86,11 @@ class RecordRow(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     group_id: Mapped[str | None] = mapped_column(String(64))
     group_index: Mapped[int | None] = mapped_column(Integer)
+    # What the caller was told about the group, as it was told (the advantage options are per request).
+    advantage: Mapped[float | None] = mapped_column(Float)
+    group_mean: Mapped[float | None] = mapped_column(Float)
+    group_std: Mapped[float | None] = mapped_column(Float)
+    group_zero_variance: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class TaskBlobRow(Base):
@@ -110,6 +129,17 @@ class IdempotencyRow(Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     response: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class UiSessionRow(Base):
+    """A signed-in viewer session: the cookie holds a random token, the table its hash."""
+
+    __tablename__ = "ui_sessions"
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(64))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class TaskConflict(Exception):
@@ -181,18 +211,17 @@ class AuditStore:
             stmt = stmt.where(RecordRow.created_at < until)
         if after_seq is not None:
             stmt = stmt.where(RecordRow.seq > after_seq)
-        if flag is None:
-            with self.session() as s:
-                return list(s.scalars(stmt.limit(limit)))
-        # Flags are a JSON list; filter portably in Python, page by page.
-        found: list[RecordRow] = []
+        if flag is not None:
+            stmt = stmt.where(self.has_flag(flag))
         with self.session() as s:
-            for row in s.scalars(stmt).yield_per(500):
-                if flag in (row.flags or []):
-                    found.append(row)
-                    if len(found) >= limit:
-                        break
-        return found
+            return list(s.scalars(stmt.limit(limit)))
+
+    def has_flag(self, flag: str) -> ColumnElement[bool]:
+        """SQL condition: the record's JSON list of flags contains `flag`."""
+        if self.engine.dialect.name == "postgresql":
+            return cast(RecordRow.flags, JSONB).contains([flag])
+        each = func.json_each(RecordRow.flags).table_valued("value")
+        return exists(select(1).select_from(each).where(each.c.value == flag))
 
     def iter_all(self, **filters: Any) -> Iterator[RecordRow]:
         after = None
@@ -234,6 +263,23 @@ class AuditStore:
     def registered_tasks(self, limit: int = 100) -> list[RegisteredTaskRow]:
         with self.session() as s:
             return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
+
+    # ---------------------------------------------------------------- ui sessions
+
+    def add_ui_session(self, row: UiSessionRow) -> None:
+        with self.session() as s, s.begin():
+            s.add(row)
+
+    def ui_session(self, token_hash: str) -> UiSessionRow | None:
+        with self.session() as s:
+            row = s.get(UiSessionRow, token_hash)
+        if row is None or _aware(row.expires_at) <= _now():
+            return None
+        return row
+
+    def drop_ui_session(self, token_hash: str) -> None:
+        with self.session() as s, s.begin():
+            s.execute(delete(UiSessionRow).where(UiSessionRow.token_hash == token_hash))
 
     # --------------------------------------------------------------------- keys
 
@@ -289,6 +335,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were written in UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def is_integrity_error(exc: BaseException) -> bool:
