@@ -79,3 +79,16 @@ def sign_in(server: LiveServer, key: str) -> httpx.Client:
     reply = client.post("/ui/sign-in", data={"api_key": key, "csrf_token": csrf_field(form.text), "next": "/ui/"})
     assert reply.status_code == 303, reply.text
     return client
+
+
+CHROMIUM = "/usr/bin/chromium"
+# Debian's chromium (scripts/test.sh installs it): no sandbox as root, nothing fetched in the background.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
+# Runs before any page script: notes anything a hostile payload could trigger, and CSP violations.
+WATCH_SCRIPT = """
+window.__violations = [];
+document.addEventListener('securitypolicyviolation',
+                          (e) => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));
+window.alert = window.confirm = window.prompt = () => { window.__pwned = 'dialog'; };
+"""
