@@ -99,7 +99,7 @@ def overview_page(request: Request) -> Response:
     except ValidationError as exc:
         return _invalid(request, viewer, exc)
     data = overview(_store(request), f)
-    return page(request, "overview.html", viewer=viewer, data=data, f=f, choices=filter_choices(_store(request)))
+    return page(request, "overview.html", viewer=viewer, data=data, f=f, choices=filter_choices())
 
 
 def _sign_in_form(request: Request, next_path: str | None, error: str | None = None, status: int = 200) -> Response:
@@ -155,7 +155,7 @@ def records_page(request: Request) -> Response:
     return page(request, "records.html", viewer=viewer, f=f, rows=result.rows, next_url=next_url,
                 first_url="/ui/records?" + urlencode(f.query_items()), is_first=not request.query_params.get("after"),
                 export_url="/ui/export?" + urlencode(f.query_items()), sorts=list(SORTS),
-                choices=filter_choices(_store(request)))
+                choices=filter_choices())
 
 
 def _record_context(request: Request, viewer: Viewer, record_id: str) -> dict[str, Any] | None:

@@ -13,12 +13,15 @@
   Chart.defaults.maintainAspectRatio = false;
   const byName = Object.fromEntries(data.verifiers.map((v) => [v.name, v]));
   const percent = { min: 0, max: 1, ticks: { callback: (v) => Math.round(v * 100) + "%" } };
+  const rate = { min: 0, suggestedMax: 0.1, ticks: { callback: (v) => Math.round(v * 1000) / 10 + "%" } };
+  // "2026-11-23T12:00+00:00" -> "11-23 12:00"
+  const when = (b) => b.start.slice(5, 16).replace("T", " ");
 
   function verdicts(v) {
     return {
       type: "bar",
       data: {
-        labels: v.buckets.map((b) => b.start.replace("T", " ")),
+        labels: v.buckets.map(when),
         datasets: data.verdicts.map((name) => ({
           label: name, data: v.buckets.map((b) => b.rates[name]), backgroundColor: COLORS[name],
         })),
@@ -38,15 +41,15 @@
     })));
     return {
       type: "line",
-      data: { labels: v.buckets.map((b) => b.start.replace("T", " ")), datasets: series },
-      options: { spanGaps: true, scales: { y: percent } },
+      data: { labels: v.buckets.map(when), datasets: series },
+      options: { spanGaps: true, scales: { y: rate } },
     };
   }
   function latency(v) {
     return {
       type: "line",
       data: {
-        labels: v.buckets.map((b) => b.start.replace("T", " ")),
+        labels: v.buckets.map(when),
         datasets: data.percentiles.map((q, i) => ({
           label: "p" + Math.round(q * 100), borderColor: PALETTE[i],
           data: v.buckets.map((b) => (b.latency_ms ? b.latency_ms[i] : null)),
