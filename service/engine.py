@@ -21,11 +21,13 @@ from service.config import Settings
 from service.metrics import Metrics
 from service.schemas import (
     ComponentOut,
+    GenerationIn,
     GroupResult,
     GroupsRequest,
     GroupsResponse,
     RegisteredTask,
     ReplayOut,
+    ResponseIn,
     TaskRef,
     TaskRegistration,
     VerifyRequest,
@@ -34,6 +36,7 @@ from service.schemas import (
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
 from verifiers import registry
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, hard, sha256_text
+from verifiers.inspection import Generation, apply_policies, is_masked
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,12 @@ class Resolved:
 class Judged:
     outcome: Outcome
     duration_ms: float
+
+
+def generation_of(response: ResponseIn) -> Generation:
+    if isinstance(response, GenerationIn):
+        return Generation(response.text, response.tokens, response.finish_reason)
+    return Generation(response)
 
 
 def request_hash(payload: Any) -> str:
@@ -133,9 +142,10 @@ class Engine:
             self._inflight -= n
             self.metrics.set("assay_inflight_responses", self._inflight)
 
-    def _check_responses(self, responses: list[str], where: str) -> None:
+    def _check_responses(self, responses: list[Generation], where: str) -> None:
         limit = self.settings.max_response_chars
-        for i, response in enumerate(responses):
+        for i, generation in enumerate(responses):
+            response = generation.text
             if len(response) > limit:
                 raise RequestInvalid(f"{where}[{i}]: response has {len(response)} characters; the limit is {limit}")
 
@@ -191,11 +201,16 @@ class Engine:
                 tg.start_soon(one, i)
         return [r[0] for r in results]
 
-    def _row(self, resolved: Resolved, response: str, judged: Judged, caller: Caller, request_id: str | None,
-             group_id: str | None, group_index: int | None) -> RecordRow:
-        outcome = judged.outcome
+    def _row(self, resolved: Resolved, generation: Generation, judged: Judged, caller: Caller,
+             request_id: str | None, group_id: str | None, group_index: int | None,
+             eval_id: str | None = None) -> RecordRow:
+        outcome = apply_policies(resolved.task, generation, judged.outcome)
+        response = generation.text
         reward = outcome.reward(resolved.task)
+        flags = outcome.flag_map()
         self.metrics.inc("assay_verifications_total", verifier=resolved.verifier.name, verdict=outcome.verdict.value)
+        for name in flags:
+            self.metrics.inc("assay_flags_total", verifier=resolved.verifier.name, flag=name)
         self.metrics.observe("assay_verification_seconds", judged.duration_ms / 1000, verifier=resolved.verifier.name)
         return RecordRow(
             id=new_record_id(),
@@ -212,12 +227,17 @@ class Engine:
             reward=reward,
             verdict=outcome.verdict.value,
             evidence=outcome.evidence,
-            flags=sorted(set(outcome.flags)),
+            flags=list(flags),
+            flag_evidence=flags,
             sandbox_backend=self.sandbox.name,
             usage=outcome.usage,
             duration_ms=round(judged.duration_ms, 3),
             group_id=group_id,
             group_index=group_index,
+            tokens=generation.tokens,
+            finish_reason=generation.finish_reason,
+            masked=is_masked(resolved.task, generation, outcome.verdict.value),
+            eval_id=eval_id,
         )
 
     @staticmethod
@@ -226,14 +246,16 @@ class Engine:
             record_id=row.id, verifier=row.verifier, verifier_version=row.verifier_version, reward=row.reward,
             verdict=row.verdict, components={k: ComponentOut(**v) for k, v in row.components.items()},
             evidence=row.evidence, flags=row.flags, duration_ms=row.duration_ms, task_id=row.task_id,
-            task_hash=row.task_hash, request_id=row.request_id,
+            task_hash=row.task_hash, request_id=row.request_id, flag_evidence=row.flag_evidence or {},
+            tokens=row.tokens, finish_reason=row.finish_reason, masked=bool(row.masked),
         )
 
     def _blob(self, resolved: Resolved) -> TaskBlobRow:
         return TaskBlobRow(task_hash=resolved.task_hash, verifier=resolved.verifier.name, task=resolved.raw)
 
     async def verify(self, req: VerifyRequest, caller: Caller) -> VerifyResult:
-        self._check_responses([req.response], "response")
+        generation = generation_of(req.response)
+        self._check_responses([generation], "response")
         if req.request_id is not None:
             existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id, req.request_id)
             if existing is not None:
@@ -241,10 +263,10 @@ class Engine:
         resolved = self.resolve(req)
         self._admit(1)
         try:
-            judged = (await self._judge_async(resolved, [req.response]))[0]
+            judged = (await self._judge_async(resolved, [generation.text]))[0]
         finally:
             self._release(1)
-        row = self._row(resolved, req.response, judged, caller, req.request_id, None, None)
+        row = self._row(resolved, generation, judged, caller, req.request_id, None, None)
         try:
             await anyio.to_thread.run_sync(self.store.append, [row], [self._blob(resolved)])
         except Exception as exc:
@@ -255,15 +277,17 @@ class Engine:
             raise
         return self.result_of(row)
 
-    async def groups(self, req: GroupsRequest, caller: Caller, idempotency_key: str | None = None) -> GroupsResponse:
+    async def groups(self, req: GroupsRequest, caller: Caller, idempotency_key: str | None = None,
+                     eval_id: str | None = None) -> GroupsResponse:
         s = self.settings
         if len(req.groups) > s.max_groups:
             raise RequestInvalid(f"groups: {len(req.groups)} groups; the limit is {s.max_groups}")
+        generations = [[generation_of(r) for r in group.responses] for group in req.groups]
         for gi, group in enumerate(req.groups):
             if len(group.responses) > s.max_group_size:
                 raise RequestInvalid(
                     f"groups[{gi}].responses: {len(group.responses)} responses; the limit is {s.max_group_size}")
-            self._check_responses(group.responses, f"groups[{gi}].responses")
+            self._check_responses(generations[gi], f"groups[{gi}].responses")
         body_hash = request_hash(req.model_dump(mode="json"))
         if idempotency_key is not None:
             stored = await anyio.to_thread.run_sync(self.store.idempotent_response, caller.key_id,
@@ -277,7 +301,7 @@ class Engine:
             judged: list[list[Judged]] = [[] for _ in req.groups]
 
             async def run(i: int) -> None:
-                judged[i] = await self._judge_async(resolved[i], req.groups[i].responses)
+                judged[i] = await self._judge_async(resolved[i], [g.text for g in generations[i]])
 
             async with anyio.create_task_group() as tg:
                 for i in range(len(req.groups)):
@@ -286,13 +310,13 @@ class Engine:
             self._release(total)
         rows: list[RecordRow] = []
         out: list[GroupResult] = []
-        for group, res, group_judged in zip(req.groups, resolved, judged, strict=True):
+        for group, res, group_gens, group_judged in zip(req.groups, resolved, generations, judged, strict=True):
             group_id = group.group_id or uuid.uuid4().hex
-            group_rows = [self._row(res, response, j, caller, None, group_id, index)
-                          for index, (response, j) in enumerate(zip(group.responses, group_judged, strict=True))]
+            group_rows = [self._row(res, gen, j, caller, None, group_id, index, eval_id)
+                          for index, (gen, j) in enumerate(zip(group_gens, group_judged, strict=True))]
             rows += group_rows
             rewards = [r.reward for r in group_rows]
-            include = [r.verdict != Verdict.error.value for r in group_rows]
+            include = [r.verdict != Verdict.error.value and not r.masked for r in group_rows]
             stats = group_advantages(rewards, include, req.advantage.scale, req.advantage.eps, req.advantage.bessel)
             for row, advantage in zip(group_rows, stats.advantages, strict=True):
                 row.advantage, row.group_mean, row.group_std = advantage, stats.mean, stats.std
@@ -301,7 +325,9 @@ class Engine:
                 self.metrics.inc("assay_zero_variance_groups_total", verifier=res.verifier.name)
             out.append(GroupResult(group_id=group_id, results=[self.result_of(r) for r in group_rows],
                                    rewards=rewards, advantages=stats.advantages, mean=stats.mean, std=stats.std,
-                                   zero_variance=stats.zero_variance, errors=len(rewards) - stats.counted))
+                                   zero_variance=stats.zero_variance,
+                                   errors=sum(r.verdict == Verdict.error.value for r in group_rows),
+                                   masked=sum(bool(r.masked) for r in group_rows)))
         response = GroupsResponse(groups=out)
         idem = None
         if idempotency_key is not None:
@@ -332,8 +358,9 @@ class Engine:
         task = verifier.parse_task(blob.task)
         resolved = Resolved(verifier, task, row.task_id, row.task_hash, blob.task)
         judged = self.judge(resolved, [row.response])[0]
-        reward = judged.outcome.reward(task)
-        return ReplayOut(record_id=row.id, original_verdict=row.verdict, replayed_verdict=judged.outcome.verdict.value,
+        outcome = apply_policies(task, Generation(row.response, row.tokens, row.finish_reason), judged.outcome)
+        reward = outcome.reward(task)
+        return ReplayOut(record_id=row.id, original_verdict=row.verdict, replayed_verdict=outcome.verdict.value,
                          original_reward=row.reward, replayed_reward=reward,
-                         same_verdict=row.verdict == judged.outcome.verdict.value,
+                         same_verdict=row.verdict == outcome.verdict.value,
                          same_version=row.verifier_version == verifier.version, verifier_version=verifier.version)

@@ -10,6 +10,7 @@ _HELP = {
     "assay_verifications_total": ("counter", "Verifications by verifier and verdict."),
     "assay_errors_total": ("counter", "Infrastructure or verifier failures (verdict error)."),
     "assay_rejected_total": ("counter", "Requests rejected for saturation."),
+    "assay_flags_total": ("counter", "Flags written on records, by verifier and flag."),
     "assay_zero_variance_groups_total": ("counter", "Groups whose rewards were all equal."),
     "assay_inflight_responses": ("gauge", "Responses being verified now."),
     "assay_verification_seconds": ("histogram", "Time to verify one response."),

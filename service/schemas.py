@@ -27,8 +27,20 @@ class TaskRef(_Strict):
         return self
 
 
+class GenerationIn(_Strict):
+    text: str = Field(description="The model output to judge.")
+    tokens: int | None = Field(None, ge=0, le=10_000_000, description="Tokens the policy generated.")
+    finish_reason: str | None = Field(
+        None, max_length=32, description='Why generation stopped: "stop", "length" (hit the limit: flagged '
+                                         '`truncated`, see the task\'s `truncation` policy), ...')
+
+
+# A response is the text alone, or the text with the generation's facts.
+ResponseIn = str | GenerationIn
+
+
 class VerifyRequest(TaskRef):
-    response: str = Field(description="The model output to judge.")
+    response: ResponseIn = Field(description="The model output to judge (a string or {text, tokens, finish_reason}).")
     request_id: str | None = Field(
         None, max_length=200,
         description="Caller's id for this verification; repeating it returns the logged result, not a new one.",
@@ -49,10 +61,15 @@ class VerifyResult(BaseModel):
     components: dict[str, ComponentOut]
     evidence: dict[str, Any]
     flags: list[str] = []
+    flag_evidence: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per flag: what the detector saw.")
     duration_ms: float
     task_id: str | None = None
     task_hash: str
     request_id: str | None = None
+    tokens: int | None = None
+    finish_reason: str | None = None
+    masked: bool = Field(False, description="Left out of the group statistics by the task's truncation policy.")
 
 
 class AdvantageOptions(_Strict):
@@ -62,7 +79,7 @@ class AdvantageOptions(_Strict):
 
 
 class GroupSpec(TaskRef):
-    responses: list[str] = Field(min_length=1)
+    responses: list[ResponseIn] = Field(min_length=1)
     group_id: str | None = Field(None, max_length=64, description="Optional caller id for the group.")
 
 
@@ -75,11 +92,12 @@ class GroupResult(BaseModel):
     group_id: str
     results: list[VerifyResult]
     rewards: list[float]
-    advantages: list[float | None] = Field(description="None for responses whose verdict is `error`.")
+    advantages: list[float | None] = Field(description="None for `error` verdicts and masked responses.")
     mean: float | None
     std: float | None
     zero_variance: bool
     errors: int = Field(description="Responses excluded from the statistics because their verdict is `error`.")
+    masked: int = Field(0, description="Responses excluded by the task's truncation policy `mask`.")
 
 
 class GroupsResponse(BaseModel):
@@ -118,11 +136,16 @@ class RecordOut(BaseModel):
     verdict: Verdict
     evidence: dict[str, Any]
     flags: list[str]
+    flag_evidence: dict[str, dict[str, Any]] = {}
     sandbox_backend: str
     usage: dict[str, Any] | None
     duration_ms: float
     group_id: str | None
     group_index: int | None
+    tokens: int | None = None
+    finish_reason: str | None = None
+    masked: bool = False
+    eval_id: str | None = None
 
 
 class RecordPage(BaseModel):

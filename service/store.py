@@ -91,6 +91,42 @@ class RecordRow(Base):
     group_mean: Mapped[float | None] = mapped_column(Float)
     group_std: Mapped[float | None] = mapped_column(Float)
     group_zero_variance: Mapped[bool | None] = mapped_column(Boolean)
+    # Inspection (issue 12): flag evidence by name, generation facts, mask, evaluation run.
+    flag_evidence: Mapped[dict | None] = mapped_column(JSON)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    masked: Mapped[bool] = mapped_column(Boolean, default=False)
+    eval_id: Mapped[str | None] = mapped_column(String(32), index=True)
+
+
+class LabelRow(Base):
+    """A reviewer's label on a record. Append-only, like records: a new label supersedes."""
+
+    __tablename__ = "labels"
+    __table_args__ = (Index("ix_labels_record", "record_id"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    record_id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    author: Mapped[str] = mapped_column(String(200))
+    author_key_id: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(16))  # agree | disagree | exploit
+    corrected_verdict: Mapped[str | None] = mapped_column(String(32))
+    pattern: Mapped[str | None] = mapped_column(String(100))
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class EvalRow(Base):
+    """A held-out evaluation run; its records carry its id. Written once."""
+
+    __tablename__ = "evals"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    name: Mapped[str] = mapped_column(String(200))
+    checkpoint: Mapped[str] = mapped_column(String(200))
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    # {family: [{"task_key", "record_ids": [...]}]}: which records answer which task.
+    layout: Mapped[dict] = mapped_column(JSON)
 
 
 class TaskBlobRow(Base):
@@ -197,12 +233,13 @@ class AuditStore:
 
     def query(self, *, verifier: str | None = None, verdict: str | None = None, group_id: str | None = None,
               task_id: str | None = None, task_hash: str | None = None, flag: str | None = None,
+              eval_id: str | None = None,
               since: datetime | None = None, until: datetime | None = None,
               after_seq: int | None = None, limit: int = 100) -> list[RecordRow]:
         stmt = select(RecordRow).order_by(RecordRow.seq)
         for column, value in ((RecordRow.verifier, verifier), (RecordRow.verdict, verdict),
                               (RecordRow.group_id, group_id), (RecordRow.task_id, task_id),
-                              (RecordRow.task_hash, task_hash)):
+                              (RecordRow.task_hash, task_hash), (RecordRow.eval_id, eval_id)):
             if value is not None:
                 stmt = stmt.where(column == value)
         if since is not None:
@@ -222,6 +259,14 @@ class AuditStore:
             return cast(RecordRow.flags, JSONB).contains([flag])
         each = func.json_each(RecordRow.flags).table_valued("value")
         return exists(select(1).select_from(each).where(each.c.value == flag))
+
+    def records_by_ids(self, ids: list[str]) -> dict[str, RecordRow]:
+        found: dict[str, RecordRow] = {}
+        with self.session() as s:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                found.update((r.id, r) for r in s.scalars(select(RecordRow).where(RecordRow.id.in_(chunk))))
+        return found
 
     def iter_all(self, **filters: Any) -> Iterator[RecordRow]:
         after = None
@@ -281,6 +326,40 @@ class AuditStore:
         with self.session() as s, s.begin():
             s.execute(delete(UiSessionRow).where(UiSessionRow.token_hash == token_hash))
 
+    # ------------------------------------------------------------------- labels
+
+    def add_label(self, label: LabelRow) -> None:
+        with self.session() as s, s.begin():
+            s.add(label)
+
+    def labels(self, record_ids: list[str] | None = None, verifier: str | None = None) -> list[LabelRow]:
+        """Labels in write order (all of a record's history), for some records or one verifier."""
+        stmt = select(LabelRow).order_by(LabelRow.seq)
+        if verifier is not None:
+            stmt = stmt.join(RecordRow, RecordRow.id == LabelRow.record_id).where(RecordRow.verifier == verifier)
+        with self.session() as s:
+            if record_ids is None:
+                return list(s.scalars(stmt))
+            out: list[LabelRow] = []
+            for start in range(0, len(record_ids), 500):
+                chunk = record_ids[start:start + 500]
+                out += s.scalars(stmt.where(LabelRow.record_id.in_(chunk)))
+            return sorted(out, key=lambda row: row.seq)
+
+    def labelled_record_ids(self) -> set[str]:
+        with self.session() as s:
+            return set(s.scalars(select(LabelRow.record_id).distinct()))
+
+    # -------------------------------------------------------------------- evals
+
+    def add_eval(self, row: EvalRow) -> None:
+        with self.session() as s, s.begin():
+            s.add(row)
+
+    def eval_run(self, eval_id: str) -> EvalRow | None:
+        with self.session() as s:
+            return s.get(EvalRow, eval_id)
+
     # --------------------------------------------------------------------- keys
 
     def add_key(self, key_id: str, secret_hash: str, scopes: list[str], name: str | None) -> None:
@@ -304,26 +383,28 @@ class AuditStore:
         return row.response
 
 
-_APPEND_ONLY = {
-    "sqlite": [
-        "CREATE TRIGGER IF NOT EXISTS records_append_only_update BEFORE UPDATE ON records "
-        "BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END",
-        "CREATE TRIGGER IF NOT EXISTS records_append_only_delete BEFORE DELETE ON records "
-        "BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END",
-    ],
-    "postgresql": [
-        "CREATE OR REPLACE FUNCTION assay_records_append_only() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN RAISE EXCEPTION 'audit records are append-only'; END $$",
-        "DROP TRIGGER IF EXISTS records_append_only ON records",
-        "CREATE TRIGGER records_append_only BEFORE UPDATE OR DELETE ON records "
-        "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
-    ],
-}
+_APPEND_ONLY_TABLES = ("records", "labels", "evals")
+
+
+def _append_only_statements(dialect: str, table: str) -> list[str]:
+    if dialect == "sqlite":
+        return [f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op.lower()} BEFORE {op} ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, 'audit {table} are append-only'); END" for op in ("UPDATE", "DELETE")]
+    if dialect == "postgresql":
+        return [
+            "CREATE OR REPLACE FUNCTION assay_records_append_only() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'audit % are append-only', TG_TABLE_NAME; END $$",
+            f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}",
+            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
+        ]
+    return []
 
 
 def _forbid_record_changes(engine: Any) -> None:
-    """The database itself refuses UPDATE and DELETE on records, whoever connects."""
-    statements = _APPEND_ONLY.get(engine.dialect.name, [])
+    """The database itself refuses UPDATE and DELETE on records, labels and evaluation
+    runs, whoever connects."""
+    statements = [st for table in _APPEND_ONLY_TABLES for st in _append_only_statements(engine.dialect.name, table)]
     with engine.begin() as conn:
         for statement in statements:
             conn.exec_driver_sql(statement)

@@ -29,6 +29,7 @@ from trainer_client.results import (
     Group,
     GroupResult,
     ResponseResult,
+    RewardError,
     RewardRequestError,
     client_error_result,
     merge_parts,
@@ -149,7 +150,7 @@ def plan_requests(groups: Sequence[Group], max_responses: int, max_groups: int =
 
 def _body(parts: list[_Part], scale: str, eps: float) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "groups": [{"verifier": p.group.verifier, **p.group.task_ref(), "responses": p.group.responses} for p in parts]
+        "groups": [p.group.payload() for p in parts]
     }
     if scale in ("group", "none"):  # the service scales per group or not at all; `batch` is the trainer's job
         body["advantage"] = {"scale": scale, "eps": eps}
@@ -313,6 +314,17 @@ class RewardClient(_Base):
         result = client_error_result(reason, "request failed") if data is None else ResponseResult.model_validate(data)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result
+
+    def evaluate(self, name: str, checkpoint: str, families: dict[str, Iterable[GroupLike]]) -> dict[str, Any]:
+        """A held-out evaluation run (POST /v1/evals): each family's tasks with n responses
+        each. Returns the report: {"id", "name", "checkpoint", "families": {NAME: REPORT},
+        "overall": REPORT}, REPORT with pass_at_k, maj_at_k, mean_reward, ..."""
+        body = {"name": name, "checkpoint": checkpoint,
+                "families": {family: [g.payload() for g in _as_groups(groups)] for family, groups in families.items()}}
+        data, reason = self._post("/v1/evals", body)
+        if data is None:
+            raise RewardError(f"evaluation request failed after {self.retry.max_attempts} attempts: {reason}")
+        return data
 
 
 class AsyncRewardClient(_Base):

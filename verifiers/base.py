@@ -11,9 +11,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandboxes.base import Sandbox
 
@@ -55,6 +55,12 @@ def soft(name: str, value: float) -> Component:
     return Component(name, min(1.0, max(0.0, float(value))), False)
 
 
+FlagAction = Literal["flag", "fail"]
+TruncationPolicy = Literal["score", "fail", "mask"]
+INSPECTION_DEFAULTS: dict[str, Any] = {"prompt": None, "flag_policy": {}, "truncation": "score"}
+FLAG_EVIDENCE_LIMIT = 500
+
+
 DEFAULT_WEIGHTS = {"correctness": 1.0, "resources": 0.0, "process": 0.0}
 
 
@@ -68,6 +74,15 @@ class TaskBase(BaseModel):
 
     failure_value: float = 0.0
     reward_weights: dict[str, float] | None = None
+    # Inspection options (see verifiers/inspection.py). At their defaults they are left out
+    # of the task hash, so tasks registered before they existed keep their identity.
+    prompt: str | None = Field(None, max_length=1_000_000,
+                               description="The prompt the policy saw; detectors compare the response to it.")
+    flag_policy: dict[str, FlagAction] = Field(
+        default_factory=dict, description='Per flag: "flag" (information, the default) or "fail" (a hard failure).')
+    truncation: TruncationPolicy = Field(
+        "score", description="A response cut at its length limit: `score` it as it is, `fail` it, or `mask` it "
+                             "(advantage null, left out of the group statistics).")
 
     def public_view(self) -> dict[str, Any]:
         """The task as it may be shown: hidden fields replaced by their hashes."""
@@ -78,7 +93,30 @@ class TaskBase(BaseModel):
         return data
 
     def task_hash(self) -> str:
-        return sha256_json(self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        for name, default in INSPECTION_DEFAULTS.items():
+            if name in data and data[name] == default and name not in type(self).own_fields():
+                del data[name]
+        return sha256_json(data)
+
+    @classmethod
+    def own_fields(cls) -> frozenset[str]:
+        """Fields a verifier's task model declares itself (e.g. the code task's `prompt`)."""
+        return frozenset(name for name in cls.model_fields
+                         if cls.model_fields[name] is not TaskBase.model_fields.get(name))
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A named pattern a detector saw in one response, with bounded evidence of where."""
+
+    name: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def flag(name: str, **evidence: Any) -> Flag:
+    """A flag whose evidence strings are clipped, so that records stay bounded."""
+    return Flag(name, {k: clip(v, FLAG_EVIDENCE_LIMIT) if isinstance(v, str) else v for k, v in evidence.items()})
 
 
 @dataclass
@@ -88,8 +126,23 @@ class Outcome:
     verdict: Verdict
     components: list[Component]
     evidence: dict[str, Any] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
+    # Plain names are accepted and become flags without evidence.
+    flags: list[Flag | str] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.flags = [f if isinstance(f, Flag) else Flag(f) for f in self.flags]
+
+    def flag_map(self) -> dict[str, dict[str, Any]]:
+        """Flags by name; a name seen twice keeps its first evidence."""
+        out: dict[str, dict[str, Any]] = {}
+        for f in self.flags:
+            assert isinstance(f, Flag)
+            out.setdefault(f.name, f.evidence)
+        return dict(sorted(out.items()))
+
+    def add_flags(self, flags: list[Flag]) -> None:
+        self.flags = [*self.flags, *flags]
 
     def reward(self, task: TaskBase) -> float:
         return score(self.components, task.reward_weights, task.failure_value, self.verdict)

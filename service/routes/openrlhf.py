@@ -21,7 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.auth import Caller, require_scope
-from service.schemas import ErrorOut, GroupSpec, GroupsRequest
+from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn
 
 router = APIRouter(prefix="/v1", tags=["trainer adapters"])
 _bearer = HTTPBearer(auto_error=False)
@@ -33,7 +33,8 @@ _TRAILING_SPECIALS = re.compile(r"(?:\s*(?:<\|[A-Za-z0-9_]{1,40}\|>|</s>|<eos>|<
 class OpenRLHFRequest(BaseModel):
     model_config = ConfigDict(extra="allow")  # OpenRLHF versions add fields; ignore them
 
-    query: list[str] = Field(min_length=1, description="prompt + response, as OpenRLHF decodes them.")
+    query: list[ResponseIn] = Field(
+        min_length=1, description="prompt + response, as OpenRLHF decodes them; or {text, tokens, finish_reason}.")
     prompts: list[str] | None = Field(None, description="The prompts, to cut the response out of each query.")
     labels: list[Any] | None = Field(
         None, description="Per sample: the answer (math), or a JSON object {task_id} or {verifier, task}.")
@@ -61,6 +62,12 @@ def response_of(query: str, prompt: str | None) -> str:
         elif prompt in query:  # e.g. left padding tokens in front of the prompt
             text = query[query.index(prompt) + len(prompt):]
     return _TRAILING_SPECIALS.sub("", text)
+
+
+def _cut(query: ResponseIn, prompt: str | None) -> ResponseIn:
+    if isinstance(query, str):
+        return response_of(query, prompt)
+    return query.model_copy(update={"text": response_of(query.text, prompt)})
 
 
 def task_of(label: Any, verifier: str, index: int) -> dict[str, Any]:
@@ -110,12 +117,13 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
     if body.labels is None:
         raise HTTPException(422, "labels: required (the answer or task of each query)")
     prompts = body.prompts or [None] * n
-    responses = [response_of(q, p) for q, p in zip(body.query, prompts, strict=True)]
+    responses = [_cut(q, p) for q, p in zip(body.query, prompts, strict=True)]
     specs = [task_of(label, verifier, i) for i, label in enumerate(body.labels)]
     engine = request.app.state.engine
     # OpenRLHF retries without an idempotency key: the body itself identifies a retry.
     base_key = "openrlhf:" + hashlib.sha256(
-        json.dumps([body.query, body.prompts, body.labels, verifier], default=str).encode()).hexdigest()
+        json.dumps([[q if isinstance(q, str) else q.model_dump() for q in body.query], body.prompts, body.labels,
+                    verifier], default=str).encode()).hexdigest()
     results: list[Any] = [None] * n
     chunks = _chunks(specs, engine.settings.max_groups, engine.settings.max_group_size)
     for ci, chunk in enumerate(chunks):

@@ -26,6 +26,8 @@ def record_out(row: RecordRow) -> RecordOut:
         response=row.response, components=row.components, reward=row.reward, verdict=row.verdict,
         evidence=row.evidence, flags=row.flags or [], sandbox_backend=row.sandbox_backend, usage=row.usage,
         duration_ms=row.duration_ms, group_id=row.group_id, group_index=row.group_index,
+        flag_evidence=row.flag_evidence or {}, tokens=row.tokens, finish_reason=row.finish_reason,
+        masked=bool(row.masked), eval_id=row.eval_id,
     )
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandboxes.sessions import close_warm_sessions
 from verifiers.base import Component, Outcome, Verdict, Verifier, VerifyContext, clip, hard, sha256_text, soft
 from verifiers.code import candidate as candidate_side
 from verifiers.code import grader as grader_side
+from verifiers.code.detectors import SCAN, code_flags
 from verifiers.code.extract import MAX_CODE_CHARS, extract_code, static_flags
 from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, TestRun, run_assert_test, run_io_case
 from verifiers.code.task import CodeTask
@@ -61,6 +63,10 @@ class CodeVerifier(Verifier):
     def warm(self, ctx: VerifyContext) -> None:
         ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)
         ctx.sandbox.warm(GRADER_POOL, grader_side.PRELOAD)
+        ctx.sandbox.warm(SCAN.pool, SCAN.preload)
+
+    def close(self, ctx: VerifyContext) -> None:
+        close_warm_sessions(ctx.sandbox, SCAN.pool)
 
     def verify(self, task: CodeTask, response: str, ctx: VerifyContext) -> Outcome:  # type: ignore[override]
         code = extract_code(response)
@@ -70,7 +76,9 @@ class CodeVerifier(Verifier):
             return _invalid_format(f"code block longer than {MAX_CODE_CHARS} characters")
         program = f"{task.prompt}\n{code}" if task.prompt else code
         runs, planned = self._run_tests(task, program, ctx)
-        return self._outcome(task, code, runs, planned)
+        outcome = self._outcome(task, code, runs, planned)
+        outcome.add_flags(code_flags(task, code, set(outcome.flag_map()), ctx))
+        return outcome
 
     def _run_tests(self, task: CodeTask, program: str, ctx: VerifyContext) -> tuple[list[TestRun], int]:
         plan: list[tuple[str, bool, Any]] = []

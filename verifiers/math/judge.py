@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from verifiers.math.claims import check_claims
 from verifiers.math.compare import equivalent
 from verifiers.math.parse import Parsed, ParseFailure, TooLarge, parse_answer
 
@@ -38,13 +39,16 @@ def judge_one(item: dict[str, Any]) -> dict[str, Any]:
     except (RecursionError, MemoryError, OverflowError, TypeError, ValueError, ZeroDivisionError) as exc:
         return {"status": "compare_failed", "message": f"{type(exc).__name__}: {str(exc)[:200]}",
                 "answer_normalised": answer.describe(), "gold_normalised": gold.describe()}
-    return {
+    result = {
         "status": "compared",
         "equal": bool(equal),
         "how": how,
         "answer_normalised": answer.describe(),
         "gold_normalised": gold.describe(),
     }
+    if equal and item.get("claims"):  # false_step: only a correct answer's working is checked
+        result["claims"] = check_claims(item["claims"])
+    return result
 
 
 _WARM_UP = [

@@ -9,6 +9,7 @@ from pydantic import Field
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
 from sandboxes.sessions import SessionSpec, close_warm_sessions, warm_sessions
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.math.detectors import claims_of, host_flags, with_false_steps
 from verifiers.math.extract import extract_answer
 from verifiers.registry import register
 
@@ -66,8 +67,12 @@ class MathVerifier(Verifier):
         assert isinstance(task, MathTask)
         outcomes: dict[int, Outcome] = {}
         pending: list[tuple[int, str, dict[str, Any]]] = []
+        claims: dict[int, list[list[str]]] = {}
+        flags: dict[int, list[Any]] = {}
         for index, response in enumerate(responses):
             extraction = extract_answer(response, task.last_number_fallback)
+            flags[index] = host_flags(response, extraction.text, task.prompt)
+            claims[index] = claims_of(response) if extraction.text is not None else []
             evidence = {"extracted": clip(extraction.text, 500) if extraction.text else None,
                         "extraction": extraction.method}
             if extraction.text is None:
@@ -76,21 +81,25 @@ class MathVerifier(Verifier):
             else:
                 pending.append((index, extraction.text, evidence))
         if task.memory_mb == DEFAULT_MEMORY_MB:
-            pending = self._judge_warm(task, pending, outcomes, ctx)
+            pending = self._judge_warm(task, pending, outcomes, ctx, claims)
         # What no warm session could judge: fresh processes, which also pin a kill on its cause.
         while pending:
             session = ctx.sandbox.open(TARGET, None, _limits(task, len(pending)), pool=POOL, preload=PRELOAD)
-            pending = self._judge_in(session, task, pending, outcomes)
+            pending = self._judge_in(session, task, pending, outcomes, claims)
+        for index, outcome in outcomes.items():
+            outcome.add_flags(flags[index])
         return [outcomes[i] for i in range(len(responses))]
 
     def _judge_warm(self, task: MathTask, pending: list[tuple[int, str, dict[str, Any]]],
-                    outcomes: dict[int, Outcome], ctx: VerifyContext) -> list[tuple[int, str, dict[str, Any]]]:
+                    outcomes: dict[int, Outcome], ctx: VerifyContext,
+                    claims: dict[int, list[list[str]]]) -> list[tuple[int, str, dict[str, Any]]]:
         sessions = warm_sessions(ctx.sandbox, SESSIONS)
         rest = []
         for item in pending:
             index, answer, evidence = item
             try:
-                result = sessions.request({"answer": answer, "gold": task.answer}, timeout_s=task.timeout_s)
+                result = sessions.request({"answer": answer, "gold": task.answer, "claims": claims[index]},
+                                          timeout_s=task.timeout_s)
             except RequestTimeout as exc:
                 outcomes[index] = _timed_out(task, evidence, exc)
                 continue
@@ -103,11 +112,13 @@ class MathVerifier(Verifier):
         return rest
 
     def _judge_in(self, session: CallSession, task: MathTask, pending: list[tuple[int, str, dict[str, Any]]],
-                  outcomes: dict[int, Outcome]) -> list[tuple[int, str, dict[str, Any]]]:
+                  outcomes: dict[int, Outcome],
+                  claims: dict[int, list[list[str]]]) -> list[tuple[int, str, dict[str, Any]]]:
         """Judge answers in one sandboxed process until done or it dies; return the rest."""
         for position, (index, answer, evidence) in enumerate(pending):
             try:
-                result = session.request({"answer": answer, "gold": task.answer}, timeout_s=task.timeout_s)
+                result = session.request({"answer": answer, "gold": task.answer, "claims": claims[index]},
+                                         timeout_s=task.timeout_s)
             except RequestTimeout as exc:
                 outcomes[index] = _timed_out(task, evidence, exc)
                 return pending[position + 1:]
@@ -133,8 +144,9 @@ class MathVerifier(Verifier):
                                    if k in result}}
         if status == "compared":
             equal = bool(result.get("equal"))
-            return Outcome(Verdict.correct if equal else Verdict.incorrect,
-                           [hard("format", True), hard("correctness", equal)], evidence)
+            outcome = Outcome(Verdict.correct if equal else Verdict.incorrect,
+                              [hard("format", True), hard("correctness", equal)], evidence)
+            return with_false_steps(outcome, result.get("claims"))
         flags = ["math_answer_too_large"] if status == "too_large" else []
         return Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
                        {**evidence, "reason": clip(str(result.get("message")), 300)}, flags=flags)

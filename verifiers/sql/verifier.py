@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.registry import register
 from verifiers.sql.compare import Comparison, Row, Tolerance, compare_results, multiset_difference, show_value
+from verifiers.sql.detectors import sql_flags
 from verifiers.sql.execution import Backend, Execution, Statement, StatementResult, TableDiff
 from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by
 from verifiers.sql.sqlite_backend import POOL, PRELOAD, SqliteBackend
@@ -140,7 +141,8 @@ class SqlVerifier(Verifier):
             results = [run.results[offset + position] for run in execution.instances]
             judged[sql] = self._judge(task, sql, results, gold, execution)
         for index, sql in runnable:
-            outcomes[index] = copy.deepcopy(judged[sql])  # records must not share mutable evidence
+            outcomes[index] = outcome = copy.deepcopy(judged[sql])  # records must not share mutable evidence
+            outcome.add_flags(sql_flags(task, classify(sql, task.dialect, task.mode).statement))
         return [o for o in outcomes if o is not None]
 
     # ------------------------------------------------------------------ screening
