@@ -360,6 +360,11 @@ class AuditStore:
         with self.session() as s:
             return s.get(EvalRow, eval_id)
 
+    def eval_runs(self, limit: int = 200) -> list[EvalRow]:
+        """The latest evaluation runs, newest first."""
+        with self.session() as s:
+            return list(s.scalars(select(EvalRow).order_by(EvalRow.created_at.desc()).limit(limit)))
+
     # --------------------------------------------------------------------- keys
 
     def add_key(self, key_id: str, secret_hash: str, scopes: list[str], name: str | None) -> None:

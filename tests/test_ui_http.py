@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import zipfile
 from collections.abc import Iterator
@@ -154,11 +155,14 @@ def _walk(auditor: httpx.Client, params: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.parametrize("sort", ["newest", "oldest", "reward_desc", "slowest"])
-def test_keyset_pages_cover_every_record_once_in_order(auditor: httpx.Client, data: Populated, sort: str):
+def test_keyset_pages_cover_every_record_once_in_order(server: LiveServer, auditor: httpx.Client, data: Populated,
+                                                       sort: str):
     pages = _walk(auditor, {"verifier": "math", "sort": sort})
-    assert len(pages) >= 2  # 8 groups of 8 + 4 + 6 math records at 50 a page
+    assert len(pages) >= 2  # 8 groups of 8 + 4 + 6 math records and the evaluation runs' at 50 a page
     ids = [i for p in pages for i in _record_ids(p)]
-    expected = {r["record_id"] for g in data.groups for r in g["results"]}
+    with server.client() as api:
+        export = api.get("/v1/records/export", params={"verifier": "math"}).text
+    expected = {json.loads(line)["id"] for line in export.splitlines()}
     assert len(ids) == len(set(ids)) and set(ids) == expected
     if sort == "reward_desc":
         rewards = [float(x) for p in pages for x in re.findall(r'<td class="num">([0-9.]+)</td>\s*<td>', p)]
@@ -223,3 +227,75 @@ def test_static_files_are_only_the_packaged_ones(auditor: httpx.Client):
     assert auditor.get("/ui/static/vendor/chart.umd.min.js").status_code == 200
     for path in ("/ui/static/../pages.py", "/ui/static/%2e%2e/pages.py", "/ui/static/nothing.js"):
         assert auditor.get(path).status_code == 404
+
+
+@pytest.fixture(scope="module")
+def reviewer(server: LiveServer, data: Populated) -> Iterator[httpx.Client]:
+    client = sign_in(server, server.create_key("audit,review"))
+    yield client
+    client.close()
+
+
+def test_labelling_needs_the_review_scope_and_keeps_the_history(auditor: httpx.Client, reviewer: httpx.Client,
+                                                              data: Populated):
+    record_id = data.groups[2]["results"][0]["record_id"]
+    audit_page = auditor.get(f"/ui/records/{record_id}").text
+    assert 'id="label-form"' not in audit_page and "needs a key with the <code>review</code> scope" in audit_page
+    refused = auditor.post(f"/ui/records/{record_id}/labels", data={"csrf_token": csrf_field(audit_page),
+                                                                   "label": "agree"})
+    assert refused.status_code == 403
+    page = reviewer.get(f"/ui/records/{record_id}").text
+    token = csrf_field(page)
+    assert reviewer.post(f"/ui/records/{record_id}/labels", data={"label": "agree"}).status_code == 403
+    first = reviewer.post(f"/ui/records/{record_id}/labels",
+                          data={"csrf_token": token, "label": "agree", "note": "<b>looks</b> right"})
+    assert first.status_code == 303 and first.headers["location"] == f"/ui/records/{record_id}"
+    bad = reviewer.post(f"/ui/records/{record_id}/labels", data={"csrf_token": token, "label": "disagree"})
+    assert bad.status_code == 422 and "corrected_verdict" in bad.text
+    assert reviewer.post(f"/ui/records/{record_id}/labels", data={
+        "csrf_token": token, "label": "disagree", "corrected_verdict": "incorrect"}).status_code == 303
+    history = reviewer.get(f"/ui/records/{record_id}").text
+    labels = re.search(r'<table class="labels" id="labels">.*?</table>', history, re.S).group(0)
+    assert labels.index("agree") < labels.index("disagree") and "&lt;b&gt;looks&lt;/b&gt; right" in labels
+    # Filters go by the latest label.
+    assert record_id in _record_ids(reviewer.get("/ui/records", params={"label": "disagree"}).text)
+    assert record_id not in _record_ids(reviewer.get("/ui/records", params={"label": "agree"}).text)
+    assert record_id not in _record_ids(reviewer.get("/ui/records", params={"label": "none"}).text)
+    assert record_id in _record_ids(reviewer.get("/ui/records", params={"label": "any"}).text)
+
+
+def test_review_queue_labels_one_item_then_loads_the_next(auditor: httpx.Client, reviewer: httpx.Client,
+                                                         data: Populated):
+    assert auditor.get("/ui/review").status_code == 403
+    seen = []
+    for _ in range(3):
+        page = reviewer.get("/ui/review", params={"verifier": "math"})
+        assert page.status_code == 200
+        record_id = re.search(r'id="review-item" data-record="([0-9a-f]{32})"', page.text).group(1)
+        assert record_id not in seen
+        seen.append(record_id)
+        next_url = re.search(r'name="next" value="([^"]*)"', page.text).group(1).replace("&amp;", "&")
+        reply = reviewer.post(f"/ui/records/{record_id}/labels",
+                              data={"csrf_token": csrf_field(page.text), "label": "agree", "next": next_url})
+        assert reply.status_code == 303 and reply.headers["location"].startswith("/ui/review?verifier=math")
+    skipped_page = reviewer.get("/ui/review", params={"verifier": "math"}).text
+    skip = re.search(r'href="([^"]+)" id="skip"', skipped_page).group(1).replace("&amp;", "&")
+    first = re.search(r'data-record="([0-9a-f]{32})"', skipped_page).group(1)
+    assert re.search(r'data-record="([0-9a-f]{32})"', reviewer.get(skip).text).group(1) != first
+
+
+def test_eval_pages_report_and_compare_runs(auditor: httpx.Client, data: Populated):
+    listing = auditor.get("/ui/evals").text
+    assert all(eval_id in listing for eval_id in data.eval_ids)
+    assert "&lt;script&gt;window.__pwned=11&lt;/script&gt;held-out" in listing and "<script>window" not in listing
+    report = auditor.get(f"/ui/evals/{data.eval_ids[1]}").text
+    assert "pass@1" in report and "&lt;b&gt;arith&lt;/b&gt;" in report
+    a, b = data.eval_ids
+    moved = auditor.get("/ui/evals/compare", params={"a": a, "b": b})
+    assert moved.status_code == 303 and moved.headers["location"] == f"/ui/evals/{a}/compare/{b}"
+    compared = auditor.get(f"/ui/evals/{a}/compare/{b}")
+    assert compared.status_code == 200 and "b − a" in compared.text and "pass@1" in compared.text
+    assert auditor.get(f"/ui/evals/{a}/compare/nope").status_code == 404
+    assert auditor.get("/ui/evals/nope").status_code == 404
+    assert auditor.get("/ui/records", params={"eval": a}).status_code == 200
+    assert len(_record_ids(auditor.get("/ui/records", params={"eval": a}).text)) == 3 * 4 + 2 * 4

@@ -22,6 +22,7 @@ HOSTILE_RESPONSES = [
     " \\boxed{4}",
 ]
 HOSTILE_GROUP_ID = "\"><img src=x onerror=window.__pwned=7>"
+HOSTILE_EVAL_NAME = "<script>window.__pwned=11</script>held-out"
 HOSTILE_SQL_TASK = {
     "dialect": "sqlite",
     "schema": "CREATE TABLE emp(id INTEGER PRIMARY KEY, name TEXT); -- <script>window.__pwned=8</script>"
@@ -39,6 +40,7 @@ class Populated:
     groups: list[dict] = field(default_factory=list)
     hostile_record_ids: list[str] = field(default_factory=list)
     sql_record_ids: list[str] = field(default_factory=list)
+    eval_ids: list[str] = field(default_factory=list)
 
 
 def populate(server: LiveServer, mixed_groups: int = 8) -> Populated:
@@ -63,6 +65,15 @@ def populate(server: LiveServer, mixed_groups: int = 8) -> Populated:
             "SELECT name FROM emp", "SELECT '<script>window.__pwned=10</script>' AS name"]}]})
         sql.raise_for_status()
         out.sql_record_ids = [r["record_id"] for r in sql.json()["groups"][0]["results"]]
+        for checkpoint, responses in (("step-100", ["\\boxed{4}", "\\boxed{5}", "no", "\\boxed{4}"]),
+                                      ("step-200", ["\\boxed{4}", "\\boxed{4}", "\\boxed{4}", "\\boxed{3}"])):
+            tasks = [{"verifier": "math", "task": {"answer": str(k)}, "responses": [r.replace("4", str(k))
+                                                                                   for r in responses]}
+                     for k in (4, 6, 8)]
+            run = c.post("/v1/evals", json={"name": HOSTILE_EVAL_NAME, "checkpoint": checkpoint,
+                                            "families": {"math": tasks, "<b>arith</b>": tasks[:2]}})
+            run.raise_for_status()
+            out.eval_ids.append(run.json()["id"])
     return out
 
 

@@ -35,13 +35,7 @@ def is_hidden(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"sha256"}
 
 
-def flag_evidence(flags: list[Any], evidence: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Each flag with what the verifier wrote about it (flag entries may be names or {name, evidence})."""
-    by_name = evidence.get("flags") if isinstance(evidence.get("flags"), dict) else {}
-    out = []
-    for flag in flags:
-        if isinstance(flag, dict):
-            out.append((str(flag.get("name", "?")), flag.get("evidence")))
-        else:
-            out.append((str(flag), by_name.get(flag) if by_name else evidence.get(flag)))
-    return out
+def flag_evidence(flags: list[str], evidence_by_flag: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """Each flag with what its detector saw (records written before flags had evidence have none)."""
+    evidence_by_flag = evidence_by_flag or {}
+    return [(str(flag), evidence_by_flag.get(flag)) for flag in flags]

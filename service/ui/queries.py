@@ -13,17 +13,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from sqlalchemy import Select, and_, case, cast, distinct, func, select, true, tuple_
+from sqlalchemy import Select, and_, case, cast, distinct, exists, func, select, true, tuple_
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import aliased
 
 from service.advantages import group_advantages
 from service.schemas import Verdict
-from service.store import AuditStore, RecordRow
+from service.store import AuditStore, LabelRow, RecordRow
 from verifiers import registry
 
 PAGE_SIZE = 50
 PREVIEW_CHARS = 160
 VERDICTS: tuple[str, ...] = Verdict.__args__  # type: ignore[attr-defined]
+LabelFilter = Literal["agree", "disagree", "exploit", "any", "none"]
 Sort = Literal["newest", "oldest", "reward_desc", "reward_asc", "slowest", "fastest"]
 # sort name -> (column, descending)
 SORTS: dict[str, tuple[Any, bool]] = {
@@ -59,6 +61,8 @@ class RecordFilter(QueryForm):
     task: str | None = Field(None, max_length=200, description="A task id, or a task hash (64 hex digits).")
     group: str | None = Field(None, max_length=64)
     key: str | None = Field(None, max_length=64, description="The caller's API key id.")
+    label: LabelFilter | None = Field(None, description="The record's latest label; `none`: not labelled yet.")
+    eval: str | None = Field(None, max_length=32, description="Records of this evaluation run.")
     since: datetime | None = None
     until: datetime | None = None
     sort: Sort = "newest"
@@ -76,18 +80,34 @@ class RecordFilter(QueryForm):
 
 def apply_filter(store: AuditStore, stmt: Select, f: RecordFilter) -> Select:
     for column, value in ((RecordRow.verifier, f.verifier), (RecordRow.verdict, f.verdict),
-                          (RecordRow.group_id, f.group), (RecordRow.caller_key_id, f.key)):
+                          (RecordRow.group_id, f.group), (RecordRow.caller_key_id, f.key),
+                          (RecordRow.eval_id, f.eval)):
         if value is not None:
             stmt = stmt.where(column == value)
     if f.task is not None:
         stmt = stmt.where(RecordRow.task_hash == f.task if _HASH.match(f.task) else RecordRow.task_id == f.task)
     if f.flag is not None:
         stmt = stmt.where(store.has_flag(f.flag))
+    if f.label is not None:
+        stmt = stmt.where(_label_condition(f.label))
     if f.since is not None:
         stmt = stmt.where(RecordRow.created_at >= f.since)
     if f.until is not None:
         stmt = stmt.where(RecordRow.created_at < f.until)
     return stmt
+
+
+def _label_condition(label: str) -> Any:
+    """Records by their latest label (a later label supersedes; the history stays)."""
+    labelled = exists(select(LabelRow.seq).where(LabelRow.record_id == RecordRow.id))
+    if label == "any":
+        return labelled
+    if label == "none":
+        return ~labelled
+    later = aliased(LabelRow)
+    return exists(select(LabelRow.seq).where(
+        LabelRow.record_id == RecordRow.id, LabelRow.label == label,
+        ~exists(select(later.seq).where(later.record_id == LabelRow.record_id, later.seq > LabelRow.seq))))
 
 
 @dataclass
@@ -169,13 +189,13 @@ def group_view(store: AuditStore, group_id: str) -> GroupView | None:
                               .order_by(RecordRow.group_index, RecordRow.seq)))
     if not rows:
         return None
-    errors = sum(r.verdict == "error" for r in rows)
+    errors = sum(r.verdict == "error" or bool(r.masked) for r in rows)
     if all(r.group_zero_variance is not None for r in rows):
         first = rows[0]
         return GroupView(group_id, rows, [r.advantage for r in rows], first.group_mean, first.group_std,
                          bool(first.group_zero_variance), errors)
     # Records written before groups kept their statistics: recompute with the default options.
-    stats = group_advantages([r.reward for r in rows], [r.verdict != "error" for r in rows])
+    stats = group_advantages([r.reward for r in rows], [r.verdict != "error" and not r.masked for r in rows])
     return GroupView(group_id, rows, stats.advantages, stats.mean, stats.std, stats.zero_variance, errors,
                      stored=False)
 
