@@ -37,7 +37,7 @@ from tests.conftest import LiveServer  # noqa: E402
 FILL = """
 INSERT INTO records (id, created_at, request_id, caller_key_id, task_id, task_hash, task_public, verifier,
     verifier_version, response_hash, response, components, reward, verdict, evidence, flags, sandbox_backend,
-    usage, duration_ms, group_id, group_index, advantage, group_mean, group_std, group_zero_variance)
+    usage, duration_ms, group_id, group_index, advantage, group_mean, group_std, group_zero_variance, masked)
 SELECT md5('r' || g), now() - ((:rows - g) * interval '2.6 seconds'), NULL, 'key' || (g % 5),
     'task-' || (g / 64), md5('t' || (g / 64)) || md5('u' || (g / 64)),
     json_build_object('answer', (g / 64)::text), (ARRAY['math', 'code', 'sql', 'tool_state'])[1 + (g / 8) % 4], '1',
@@ -48,7 +48,7 @@ SELECT md5('r' || g), now() - ((:rows - g) * interval '2.6 seconds'), NULL, 'key
          WHEN g % 50 = 9 THEN 'error' WHEN g % 50 = 19 THEN 'timeout' ELSE 'violation' END,
     json_build_object('extracted', (g % 13)::text),
     CASE WHEN g % 50 = 7 THEN '["answer_only"]'::json WHEN g % 97 = 3 THEN '["false_step"]'::json ELSE '[]'::json END,
-    'process', NULL, 5 + (g % 200) * 1.5, md5('g' || (g / 8)), g % 8, 0.0, 0.5, 0.5, (g / 8) % 9 = 0
+    'process', NULL, 5 + (g % 200) * 1.5, md5('g' || (g / 8)), g % 8, 0.0, 0.5, 0.5, (g / 8) % 9 = 0, false
 FROM generate_series(1, :rows) AS g
 """
 

@@ -398,7 +398,7 @@ def _append_only_statements(dialect: str, table: str) -> list[str]:
     if dialect == "postgresql":
         return [
             "CREATE OR REPLACE FUNCTION assay_records_append_only() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'audit % are append-only', TG_TABLE_NAME; END $$",
+            "$$ BEGIN RAISE EXCEPTION USING MESSAGE = 'audit ' || TG_TABLE_NAME || ' are append-only'; END $$",
             f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}",
             f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
             "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",

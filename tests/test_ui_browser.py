@@ -10,6 +10,7 @@ import shutil
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
@@ -54,7 +55,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def page(browser, server: LiveServer, data: Populated):
-    """A tab signed in through the form with an audit-only key."""
+    """A tab signed in through the form with an audit and review key."""
     tab = browser.new_page()
     tab.on("dialog", lambda d: (setattr(tab, "dialog_seen", d.message), d.dismiss()))
     errors: list[str] = []
@@ -64,7 +65,7 @@ def page(browser, server: LiveServer, data: Populated):
     tab.console_errors = errors
     tab.goto(server.url + "/ui/records")
     assert "/ui/?next=" in tab.url
-    tab.fill("#api_key", server.create_key("audit"))
+    tab.fill("#api_key", server.create_key("audit,review"))
     tab.click("button[type=submit]")
     tab.wait_for_url("**/ui/records")
     return tab
@@ -76,7 +77,8 @@ def _assert_clean(page, name: str) -> None:
         pwned: window.__pwned === undefined ? null : String(window.__pwned),
         violations: window.__violations,
         foreign: Array.from(document.querySelectorAll('main img, main svg, main iframe, main style, main object,'
-                            + ' main script:not(#overview-data), main embed, main form[action^="http"]')).length,
+                            + ' main script:not([type="application/json"]), main embed,'
+                            + ' main form[action^="http"]')).length,
         jsLinks: Array.from(document.querySelectorAll('a')).filter(a => a.href.startsWith('javascript:')).length,
         overflow: document.documentElement.scrollWidth - window.innerWidth,
         header: document.querySelector('header.top').getBoundingClientRect().height,
@@ -125,6 +127,15 @@ def test_every_page_with_hostile_records_runs_nothing_and_keeps_its_layout(page,
     page.wait_for_selector(".side-by-side")
     assert page.inner_text("h1").endswith(data.hostile_group)
     _assert_clean(page, "hostile-group")
+    page.goto(server.url + "/ui/evals")
+    _assert_clean(page, "evals")
+    page.click("#evals tbody tr >> nth=0 >> a")
+    _assert_clean(page, "eval")
+    page.goto(server.url + f"/ui/evals/{data.eval_ids[0]}/compare/{data.eval_ids[1]}")
+    page.wait_for_selector("body[data-charts-drawn]")
+    _assert_clean(page, "eval-compare")
+    page.goto(server.url + "/ui/review?verifier=math&flag=")
+    _assert_clean(page, "review")
 
 
 def test_overview_draws_every_chart_with_the_vendored_library(page, server: LiveServer, data: Populated):
@@ -162,7 +173,7 @@ def test_replay_button_reports_the_outcome(page, server: LiveServer, data: Popul
 
 
 def test_export_bundle_opens_from_disk_without_a_server(page, server: LiveServer, data: Populated, tmp_path: Path):
-    page.goto(server.url + "/ui/records?verifier=math")
+    page.goto(server.url + "/ui/records?" + urlencode({"group": data.hostile_group}))
     with page.expect_download() as download:
         page.click("#export")
     archive = tmp_path / "bundle.zip"
@@ -172,8 +183,7 @@ def test_export_bundle_opens_from_disk_without_a_server(page, server: LiveServer
     index = next(tmp_path.glob("assay-records-*/index.html"))
     page.goto(index.as_uri())
     page.wait_for_selector("body[data-rendered]")
-    math_count = sum(len(g["results"]) for g in data.groups)
-    assert page.get_attribute("body", "data-rendered") == str(math_count)
+    assert page.get_attribute("body", "data-rendered") == str(len(HOSTILE_RESPONSES))
     page.click("#records tbody tr >> nth=0")
     assert page.inner_text("#detail pre.response")
     page.fill("#f-text", "onerror")
@@ -181,3 +191,21 @@ def test_export_bundle_opens_from_disk_without_a_server(page, server: LiveServer
     page.click("#records tbody tr >> nth=0")
     _assert_clean(page, "export-bundle")
     shutil.rmtree(index.parent)
+
+
+def test_review_labels_with_one_key_and_loads_the_next_item(page, server: LiveServer, data: Populated):
+    page.goto(server.url + "/ui/review?verifier=math")
+    first = page.get_attribute("#review-item", "data-record")
+    page.keyboard.press("a")
+    page.wait_for_function(f"() => document.querySelector('#review-item')?.dataset.record !== '{first}'")
+    second = page.get_attribute("#review-item", "data-record")
+    page.keyboard.press("x")  # exploit, pattern = its first flag, or the pattern field takes the focus
+    if page.evaluate("() => document.activeElement.id") == "label-pattern":
+        page.keyboard.type("shortcut")
+        page.keyboard.press("Enter")
+    page.wait_for_function(f"() => document.querySelector('#review-item')?.dataset.record !== '{second}'")
+    page.goto(server.url + f"/ui/records/{first}")
+    assert "agree" in page.inner_text("#labels")
+    page.goto(server.url + f"/ui/records/{second}")
+    assert "exploit" in page.inner_text("#labels")
+    _assert_clean(page, "record-labelled")
