@@ -109,12 +109,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.task_pack is not None:
             log.info("loaded %d tasks from %s", load_task_pack(engine, settings.task_pack), settings.task_pack)
         for name in registry.names():
-            registry.get(name).warm(VerifyContext(sandbox))
+            registry.get(name).warm(VerifyContext(sandbox, services=settings.verifier_services))
         try:
             yield
         finally:
             for name in registry.names():
-                registry.get(name).close(VerifyContext(sandbox))
+                registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
             sandbox.close()
             store.engine.dispose()
 

@@ -20,10 +20,42 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from service.app import create_app
+    from service.migrations import SchemaOutOfDate
+    from service.store import AuditStore
 
+    try:  # refuse an out-of-date schema with the fix, before uvicorn prints a traceback
+        AuditStore(settings.database_url).engine.dispose()
+    except SchemaOutOfDate as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
                 timeout_graceful_shutdown=10)
     return 0
+
+
+def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
+    from sqlalchemy import create_engine
+
+    from service import migrations
+    from service.db_roles import grant_service_role
+
+    if args.db_command == "revision":
+        print(migrations.new_revision(args.message))
+        return 0
+    engine = create_engine(args.url or settings.database_url)
+    try:
+        if args.db_command == "current":
+            with engine.connect() as connection:
+                print(f"{migrations.current_revision(connection) or 'none'} (head {migrations.head_revision()})")
+            return 0
+        before, after = migrations.upgrade(engine)
+        print(f"audit database at revision {after} (was {before or 'none'})")
+        if args.service_role:
+            grant_service_role(engine, args.service_role)
+            print(f"role {args.service_role!r} may read and append records, never change them")
+        return 0
+    finally:
+        engine.dispose()
 
 
 def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
@@ -210,6 +242,19 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="verify JSON/JSONL requests locally (no server, no records)")
     verify.add_argument("input", nargs="?", default="-", help="file of requests, or - for stdin")
     verify.set_defaults(func=cmd_verify)
+
+    db = sub.add_parser("db", help="audit database schema (Alembic migrations)")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    upgrade = db_sub.add_parser("upgrade", help="migrate the audit database to the newest revision")
+    upgrade.add_argument("--url", help="SQLAlchemy URL of the schema owner (default ASSAY_DATABASE_URL)")
+    upgrade.add_argument("--service-role", help="Postgres: grant this role what the service needs, "
+                         "records INSERT and SELECT only (see docs/operations.md)")
+    current = db_sub.add_parser("current", help="print the database's revision and the head")
+    current.add_argument("--url")
+    revision = db_sub.add_parser("revision", help="write a new empty revision after the head")
+    revision.add_argument("-m", "--message", required=True)
+    for p in (upgrade, current, revision):
+        p.set_defaults(func=cmd_db, service_role=None, url=None)
 
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)

@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     max_inflight_responses: int = 1024
     retry_after_s: int = 2
     verify_threads: int = 16
+    # Admin URL of a Postgres server kept for Postgres-dialect SQL tasks (throwaway schemas
+    # and read-only roles are made there). Never the audit database's cluster in production.
+    sql_postgres_url: str | None = None
     # Tool-state environment sessions (POST /v1/envs): idle expiry and open-session caps.
     env_ttl_s: float = Field(900.0, gt=0)
     env_max_per_key: int = Field(256, ge=1)
@@ -36,6 +39,11 @@ class Settings(BaseSettings):
     # Audit viewer (/ui/): how long a sign-in lasts, and how many records one export bundle may hold.
     ui_session_hours: float = Field(12.0, gt=0)
     ui_export_max_records: int = Field(20_000, ge=1)
+
+    @property
+    def verifier_services(self) -> dict[str, str]:
+        """External services handed to verifiers in their VerifyContext."""
+        return {"sql_postgres": self.sql_postgres_url} if self.sql_postgres_url else {}
 
     @cached_property
     def is_sqlite(self) -> bool:

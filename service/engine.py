@@ -154,7 +154,8 @@ class Engine:
     def judge(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
         """Blocking: run the verifier; never raises for a response's own behaviour."""
         verifier = resolved.verifier
-        ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None)
+        ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None,
+                            services=self.settings.verifier_services)
         started = time.perf_counter()
         try:
             if type(verifier).verify_many is not Verifier.verify_many:

@@ -1,5 +1,8 @@
 """The audit store (SQLAlchemy 2): append-only records, API keys, tasks, idempotency.
 
+The schema is owned by the Alembic revisions in service/migrations: a change to these
+models needs a revision there (tests/test_migrations.py compares the two).
+
 SQLite (WAL, synchronous=FULL) by default, Postgres by URL. Nothing here updates or
 deletes a record: the store offers no method that could.
 """
@@ -14,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    DDL,
     JSON,
     Boolean,
     DateTime,
@@ -29,14 +31,16 @@ from sqlalchemy import (
     delete,
     event,
     exists,
+    false,
     func,
     select,
-    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
+
+from service import migrations
 
 
 class Base(DeclarativeBase):
@@ -62,7 +66,6 @@ class RecordRow(Base):
         Index("ix_records_reward_seq", "reward", "seq"),
         Index("ix_records_duration_seq", "duration_ms", "seq"),
         UniqueConstraint("caller_key_id", "request_id", name="uq_records_caller_request"),
-        Index("ix_records_flags", cast(text("flags"), JSONB), postgresql_using="gin").ddl_if(dialect="postgresql"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -96,7 +99,7 @@ class RecordRow(Base):
     flag_evidence: Mapped[dict | None] = mapped_column(JSON)
     tokens: Mapped[int | None] = mapped_column(Integer)
     finish_reason: Mapped[str | None] = mapped_column(String(32))
-    masked: Mapped[bool] = mapped_column(Boolean, default=False)
+    masked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     eval_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
 
@@ -168,13 +171,6 @@ class IdempotencyRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 
-# The viewer filters by several columns at once; their joint frequencies (not each alone) let the
-# planner see that a combination is rare and pick a bitmap of both indexes over a long index walk.
-event.listen(RecordRow.__table__, "after_create", DDL(
-    "CREATE STATISTICS IF NOT EXISTS records_filter_stats (mcv, dependencies) "
-    "ON verifier, verdict, caller_key_id FROM records").execute_if(dialect="postgresql"))
-
-
 class UiSessionRow(Base):
     """A signed-in viewer session: the cookie holds a random token, the table its hash."""
 
@@ -206,8 +202,8 @@ class AuditStore:
         self.engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        Base.metadata.create_all(self.engine)
-        _forbid_record_changes(self.engine)
+        # A new database is created at head; one behind head is refused (`assay db upgrade`).
+        migrations.prepare(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def session(self) -> Session:
@@ -394,33 +390,6 @@ class AuditStore:
         if row.request_hash != request_hash:
             raise IdempotencyConflict(f"Idempotency-Key {key!r} was already used for a different request")
         return row.response
-
-
-_APPEND_ONLY_TABLES = ("records", "labels", "evals")
-
-
-def _append_only_statements(dialect: str, table: str) -> list[str]:
-    if dialect == "sqlite":
-        return [f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op.lower()} BEFORE {op} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, 'audit {table} are append-only'); END" for op in ("UPDATE", "DELETE")]
-    if dialect == "postgresql":
-        return [
-            "CREATE OR REPLACE FUNCTION assay_records_append_only() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION USING MESSAGE = 'audit ' || TG_TABLE_NAME || ' are append-only'; END $$",
-            f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}",
-            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-            "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
-        ]
-    return []
-
-
-def _forbid_record_changes(engine: Any) -> None:
-    """The database itself refuses UPDATE and DELETE on records, labels and evaluation
-    runs, whoever connects."""
-    statements = [st for table in _APPEND_ONLY_TABLES for st in _append_only_statements(engine.dialect.name, table)]
-    with engine.begin() as conn:
-        for statement in statements:
-            conn.exec_driver_sql(statement)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -69,6 +69,8 @@ class LiveServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
+        self.proc.kill()  # a server that never became ready must not outlive the test
+        self.proc.wait()
         raise RuntimeError(f"server did not become ready: {self.log_path.read_text()[-3000:]}")
 
     def stop(self) -> None:

@@ -6,16 +6,27 @@ from __future__ import annotations
 import json
 
 from tests.conftest import LiveServer
-from verifiers.tool_state.examples import transfer_task
+from verifiers.tool_state.examples import bank_state, transfer_task
 from verifiers.tool_state.trace import dumps_trace
+
+# Hidden values long and odd enough that no uuid, hash or timing in the output contains them
+# by chance (a 3-digit marker could appear in any of those).
+HIDDEN_AMOUNT = 1_234_567
+SOURCE_BALANCE = 9_137_461
+HIDDEN_MARKERS = (str(HIDDEN_AMOUNT), str(SOURCE_BALANCE - HIDDEN_AMOUNT), str(2_000_000 + HIDDEN_AMOUNT))
+
+
+def secret_transfer_task() -> dict:
+    state = bank_state()
+    state["accounts"]["A1"]["balance"] = SOURCE_BALANCE
+    state["accounts"]["A2"]["balance"] = 2_000_000
+    gold = {"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", "amount": HIDDEN_AMOUNT}}
+    return transfer_task(initial_state=state, gold_actions=[gold],
+                         required_outputs=[str(SOURCE_BALANCE - HIDDEN_AMOUNT)])
 
 
 def test_registered_tool_state_task_hides_expected_values(live_server: LiveServer):
-    # A secret amount and output, so any leak is recognisable.
-    task = transfer_task(
-        gold_actions=[{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", "amount": 137}}],
-        required_outputs=["813"],
-    )
+    task = secret_transfer_task()
     wrong = dumps_trace([{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", "amount": 5}}],
                         "Done.")
     with live_server.client() as c:
@@ -25,9 +36,13 @@ def test_registered_tool_state_task_hides_expected_values(live_server: LiveServe
         assert result.status_code == 200 and result.json()["verdict"] == "incorrect"
         record = c.get(f"/v1/records/{result.json()['record_id']}").json()
         export = c.get("/v1/records/export", params={"task_id": "bank/secret"}).text
+        # The same wrong answer to the same task given inline: there the caller holds the
+        # values, so the evidence shows them — which proves the markers would be seen.
+        inline = c.post("/v1/verify", json={"verifier": "tool_state", "task": task, "response": wrong}).text
     for text in (json.dumps(shown), result.text, json.dumps(record), export):
-        assert "813" not in text and "137" not in text
-        assert '"want": 1000' not in text
+        for marker in HIDDEN_MARKERS:
+            assert marker not in text
+    assert any(marker in inline for marker in HIDDEN_MARKERS)
     assert record["evidence"]["state_diff"], "the diff is still there, with hashed expected values"
     assert all("sha256" in d["want"] for d in record["evidence"]["state_diff"])
 

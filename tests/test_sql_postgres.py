@@ -18,7 +18,7 @@ from sandboxes.base import SandboxError
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
 from verifiers.registry import get
 from verifiers.sql.execution import Statement
-from verifiers.sql.postgres_backend import ENV_URL, PostgresBackend, psycopg_url
+from verifiers.sql.postgres_backend import PostgresBackend, psycopg_url
 from verifiers.sql.task import SqlTask
 from verifiers.sql.verifier import SqlVerifier
 
@@ -43,19 +43,13 @@ def postgres_url() -> Iterator[str]:
         if started.returncode != 0:
             pytest.fail(f"scripts/postgres.sh start failed: {started.stderr[-2000:]}")
         url = started.stdout.strip().splitlines()[-1]
-    previous = os.environ.get(ENV_URL)
-    os.environ[ENV_URL] = url
     yield url
     get("sql").close()  # type: ignore[attr-defined]
-    if previous is None:
-        os.environ.pop(ENV_URL, None)
-    else:
-        os.environ[ENV_URL] = previous
 
 
 @pytest.fixture(scope="module")
 def ctx(postgres_url: str, sandbox) -> VerifyContext:
-    return VerifyContext(sandbox)
+    return VerifyContext(sandbox, services={"sql_postgres": postgres_url})
 
 
 def task(**fields: object) -> SqlTask:
@@ -237,17 +231,16 @@ def test_predicate_task_on_postgres(ctx):
     assert judge(ctx, exact, "SELECT name, salary FROM emp WHERE salary >= 20")[0].verdict is Verdict.correct
 
 
-def test_missing_admin_url_is_an_infrastructure_error(monkeypatch, sandbox):
-    monkeypatch.delenv(ENV_URL, raising=False)
+def test_missing_admin_url_is_an_infrastructure_error(sandbox):
     verifier = SqlVerifier()
-    with pytest.raises(SandboxError, match=ENV_URL):
+    with pytest.raises(SandboxError, match="ASSAY_SQL_POSTGRES_URL"):
         verifier.verify(task(), HONEST, VerifyContext(sandbox))
 
 
 def test_postgres_task_through_the_http_service(postgres_url, tmp_path):
     from tests.conftest import LiveServer
 
-    server = LiveServer(tmp_path, env={ENV_URL: postgres_url})
+    server = LiveServer(tmp_path, env={"ASSAY_SQL_POSTGRES_URL": postgres_url})
     try:
         with server.client() as client:
             reply = client.post("/v1/groups", json={"groups": [{

@@ -17,7 +17,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,6 +36,20 @@ from trainer_client.results import (
 )
 
 GroupLike = Group | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Send:
+    """One HTTP attempt for a transport to make."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+# What a transport hands back for a _Send: the response or the transport error, and seconds taken.
+AttemptAnswer = tuple[httpx.Response | httpx.TransportError, float]
+Attempts = Generator[_Send | float, AttemptAnswer, tuple[dict[str, Any] | None, str]]
 
 
 @dataclass(frozen=True)
@@ -238,6 +252,38 @@ class _Base:
         except ValueError:  # a truncated or garbled body (a proxy in the way): retry
             return None
 
+    def _attempts(self, path: str, body: dict[str, Any]) -> Attempts:
+        """The one retry loop, shared by the sync and async transports.
+
+        It yields the request to send (the transport answers with the response or the
+        transport error, and the seconds it took) or a float, the pause before the next
+        attempt; it returns (json, "") on success or (None, reason) once attempts run out.
+        The idempotency key stays the same across the retries of one request.
+        """
+        send = _Send(path, body, {"Idempotency-Key": uuid.uuid4().hex})
+        reason = "unavailable"
+        for attempt in range(self.retry.max_attempts):
+            if attempt:
+                self.stats.add(retries=1)
+            self.stats.add(http_requests=1)
+            answer, elapsed = yield send
+            retry_after = None
+            if isinstance(answer, httpx.Response):
+                self.stats.add_latency(elapsed)
+                data = self._classify(answer)
+                if data is not None:
+                    return data, ""
+                reason, retry_after = f"http_{answer.status_code}", answer.headers.get("Retry-After")
+            elif isinstance(answer, httpx.TimeoutException):
+                self.stats.add(timeouts=1)
+                reason = "timeout"
+            else:
+                reason = "connection"
+            if attempt + 1 < self.retry.max_attempts:
+                yield self.retry.delay(attempt, retry_after)
+        self.stats.add(failed_requests=1)
+        return None, reason
+
     def _count_results(self, results: list[GroupResult]) -> None:
         self.stats.add(
             responses=sum(len(g.results) for g in results), error_verdicts=sum(g.n_errors for g in results)
@@ -262,30 +308,23 @@ class RewardClient(_Base):
 
     def _post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         """POST with retries. Returns (json, "") or (None, reason) once attempts run out."""
-        key = uuid.uuid4().hex
-        reason = "unavailable"
-        for attempt in range(self.retry.max_attempts):
-            if attempt:
-                self.stats.add(retries=1)
-            started = time.monotonic()
-            self.stats.add(http_requests=1)
-            retry_after = None
-            try:
-                resp = self._http.post(path, json=body, headers={"Idempotency-Key": key})
-                self.stats.add_latency(time.monotonic() - started)
-                data = self._classify(resp)
-                if data is not None:
-                    return data, ""
-                reason, retry_after = f"http_{resp.status_code}", resp.headers.get("Retry-After")
-            except httpx.TimeoutException:
-                self.stats.add(timeouts=1)
-                reason = "timeout"
-            except httpx.TransportError:
-                reason = "connection"
-            if attempt + 1 < self.retry.max_attempts:
-                time.sleep(self.retry.delay(attempt, retry_after))
-        self.stats.add(failed_requests=1)
-        return None, reason
+        attempts = self._attempts(path, body)
+        step = next(attempts)
+        try:
+            while True:
+                if isinstance(step, float):
+                    time.sleep(step)
+                    step = next(attempts)
+                    continue
+                started = time.monotonic()
+                try:
+                    answer: httpx.Response | httpx.TransportError = self._http.post(
+                        step.path, json=step.body, headers=step.headers)
+                except httpx.TransportError as exc:
+                    answer = exc
+                step = attempts.send((answer, time.monotonic() - started))
+        except StopIteration as done:
+            return done.value
 
     def score_groups(self, groups: Iterable[GroupLike]) -> list[GroupResult]:
         """Verify every group's responses; one GroupResult per group, in order."""
@@ -347,32 +386,26 @@ class AsyncRewardClient(_Base):
     async def _post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         if self._sem is None:  # created lazily: it binds to the running loop
             self._sem = asyncio.Semaphore(max(1, self.max_concurrency))
-        key = uuid.uuid4().hex
-        reason = "unavailable"
-        for attempt in range(self.retry.max_attempts):
-            if attempt:
-                self.stats.add(retries=1)
-            retry_after = None
-            async with self._sem:
-                started = time.monotonic()
-                self.stats.add(http_requests=1)
-                try:
-                    resp = await self._http.post(path, json=body, headers={"Idempotency-Key": key})
-                    self.stats.add_latency(time.monotonic() - started)
-                    data = self._classify(resp)
-                    if data is not None:
-                        return data, ""
-                    reason, retry_after = f"http_{resp.status_code}", resp.headers.get("Retry-After")
-                except httpx.TimeoutException:
-                    self.stats.add(timeouts=1)
-                    reason = "timeout"
-                except httpx.TransportError:
-                    reason = "connection"
-            # Sleep outside the semaphore so a backing-off request does not hold a slot.
-            if attempt + 1 < self.retry.max_attempts:
-                await asyncio.sleep(self.retry.delay(attempt, retry_after))
-        self.stats.add(failed_requests=1)
-        return None, reason
+        attempts = self._attempts(path, body)
+        step = next(attempts)
+        try:
+            while True:
+                if isinstance(step, float):
+                    # Sleep outside the semaphore so a backing-off request does not hold a slot.
+                    await asyncio.sleep(step)
+                    step = next(attempts)
+                    continue
+                async with self._sem:
+                    started = time.monotonic()
+                    try:
+                        answer: httpx.Response | httpx.TransportError = await self._http.post(
+                            step.path, json=step.body, headers=step.headers)
+                    except httpx.TransportError as exc:
+                        answer = exc
+                    elapsed = time.monotonic() - started
+                step = attempts.send((answer, elapsed))
+        except StopIteration as done:
+            return done.value
 
     async def score_groups(self, groups: Iterable[GroupLike]) -> list[GroupResult]:
         groups = _as_groups(groups)

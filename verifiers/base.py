@@ -1,7 +1,10 @@
 """The verifier contract: task + response -> evidence -> components -> verdict and reward.
 
 A verifier is a pure unit: it never imports the service, never writes records, and runs
-all untrusted work through the `Sandbox` it is handed.
+all untrusted work through the `Sandbox` it is handed. One exception, isolated by the
+database instead: Postgres-dialect SQL runs on a Postgres server (the sandbox has no
+network), under a per-task role that can only read the task's own schemas, with a
+statement timeout, in a transaction that is rolled back (verifiers/sql/postgres_backend.py).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
@@ -188,6 +192,9 @@ class VerifyContext:
     # False for registered tasks: their hidden fields must not reach evidence in clear
     # (inline tasks came from the caller, who already holds them).
     reveal_hidden: bool = True
+    # Addresses of external services a verifier family may use, from the service's one
+    # settings object (e.g. "sql_postgres": the admin URL for Postgres-dialect SQL tasks).
+    services: Mapping[str, str] = field(default_factory=dict)
 
 
 class Verifier(abc.ABC):

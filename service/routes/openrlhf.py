@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.auth import Caller, require_scope
 from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn
+from trainer_client.grouping import consecutive_runs
 
 router = APIRouter(prefix="/v1", tags=["trainer adapters"])
 _bearer = HTTPBearer(auto_error=False)
@@ -92,12 +93,7 @@ Chunk = list[tuple[dict[str, Any], list[int]]]
 def _chunks(specs: list[dict[str, Any]], max_groups: int, max_group_size: int) -> list[Chunk]:
     """Consecutive samples with the same task form a group (OpenRLHF's n_samples_per_prompt),
     packed into requests within the service's group limits."""
-    groups: list[tuple[dict[str, Any], list[int]]] = []
-    for i, spec in enumerate(specs):
-        if groups and groups[-1][0] == spec and len(groups[-1][1]) < max_group_size:
-            groups[-1][1].append(i)
-        else:
-            groups.append((spec, [i]))
+    groups = consecutive_runs(specs, max_run=max_group_size)
     return [groups[i : i + max_groups] for i in range(0, len(groups), max_groups)]
 
 

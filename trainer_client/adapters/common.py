@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from trainer_client.grouping import consecutive_runs
 from trainer_client.results import Group
 
 # Builds the task reference of row i from the trainer's columns: {"verifier", "task"|"task_id"}.
@@ -43,12 +44,7 @@ def completion_text(completion: Any) -> str:
 
 
 def to_groups(refs: list[dict[str, Any]], texts: list[str]) -> tuple[list[Group], list[list[int]]]:
-    """Consecutive rows with the same task form one group (trainers repeat each prompt G
-    times in a row); returns the groups and the row indices of each."""
-    groups: list[tuple[dict[str, Any], list[int]]] = []
-    for i, ref in enumerate(refs):
-        if groups and groups[-1][0] == ref:
-            groups[-1][1].append(i)
-        else:
-            groups.append((ref, [i]))
-    return [Group(**ref, responses=[texts[i] for i in idx]) for ref, idx in groups], [idx for _, idx in groups]
+    """Consecutive rows with the same task form one group (`consecutive_runs`); returns the
+    groups and the row indices of each."""
+    runs = consecutive_runs(refs)
+    return [Group(**ref, responses=[texts[i] for i in idx]) for ref, idx in runs], [idx for _, idx in runs]

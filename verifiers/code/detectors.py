@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from sandboxes.base import CallEnded, Limits, SandboxError
@@ -82,11 +84,25 @@ def _scan(code: str, task: CodeTask, ctx: VerifyContext) -> dict[str, Any] | Non
         return None
 
 
-def code_flags(task: CodeTask, code: str, seen: set[str], ctx: VerifyContext) -> list[Flag]:
-    """Flags from the scan of `code` and from what the run was seen doing (`seen`: the
+_scanners: ThreadPoolExecutor | None = None
+_scanners_lock = threading.Lock()
+
+
+def start_scan(task: CodeTask, code: str, ctx: VerifyContext) -> Future[dict[str, Any] | None]:
+    """Scan while the tests run: the scan's own sandbox session works in parallel, so it
+    adds (almost) nothing to the verification's wall time."""
+    global _scanners
+    with _scanners_lock:
+        if _scanners is None:
+            _scanners = ThreadPoolExecutor(max_workers=8, thread_name_prefix="code-scan")
+    return _scanners.submit(_scan, code, task, ctx)
+
+
+def code_flags(task: CodeTask, scan: Future[dict[str, Any] | None], seen: set[str]) -> list[Flag]:
+    """Flags from the scan of the code and from what the run was seen doing (`seen`: the
     outcome's flag names so far)."""
     evidence: dict[str, dict[str, Any]] = {}
-    result = _scan(code, task, ctx)
+    result = scan.result()
     facts = result.get("facts") if isinstance(result, dict) else None
     for name, found in (facts or {}).items():
         if isinstance(found, list) and found:

@@ -9,6 +9,7 @@ that do not parse, or that involve unknowns in any other way, are not checked.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import sympy as sp
@@ -19,7 +20,9 @@ from verifiers.math.parse import Parsed, ParseFailure, parse_answer
 MAX_CHAINS = 20
 
 
+@functools.lru_cache(maxsize=1024)
 def _parse(side: str) -> Parsed | None:
+    # A group's responses often share steps; parsed values are only read, never changed.
     try:
         parsed = parse_answer(side)
     except (ParseFailure, RecursionError, MemoryError, OverflowError, ValueError, TypeError):

@@ -42,7 +42,8 @@ _SENTENCE_BREAK = re.compile(r"\n(?!\s*&?\s*=)|[;:]|,\s|\.\s|\$|\\\(|\\\)|\\\[|\
 
 def _without_answer(response: str, answer: str | None) -> str:
     text = response
-    for match in reversed(list(_BOXED.finditer(text))):
+    boxes = list(_BOXED.finditer(text))
+    for match in reversed(boxes):
         depth, end = 0, None
         for i in range(match.end() - 1, len(text)):
             depth += text[i] == "{"
@@ -52,8 +53,9 @@ def _without_answer(response: str, answer: str | None) -> str:
                 break
         if end is not None:
             text = text[:match.start()] + " " + text[end:]
-    if answer:
-        text = text.replace(answer, " ")
+    if answer and not boxes and answer in text:  # the answer as stated (phrase or last number), once
+        head, _, tail = text.rpartition(answer)
+        text = f"{head} {tail}"
     return text
 
 

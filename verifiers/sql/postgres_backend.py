@@ -1,7 +1,7 @@
 """Postgres tasks: executed from the trusted side over TCP (the sandbox has no network).
 
-Isolation, per task, created by this backend with the admin URL from env
-`ASSAY_SQL_POSTGRES_URL`:
+Isolation, per task, created by this backend with the admin URL of the setting
+`ASSAY_SQL_POSTGRES_URL` (handed over in VerifyContext.services):
 
 * one schema per instance in a dedicated database (`assay_sql`) that PUBLIC may not use;
 * an *owner* role (no superuser, no CREATEDB/CREATEROLE) that alone loads the task's
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
 import secrets
 import threading
@@ -47,7 +46,6 @@ from verifiers.sql.execution import Execution, InstanceRun, Statement, Statement
 from verifiers.sql.rowdiff import hashable, pick
 from verifiers.sql.task import SqlTask
 
-ENV_URL = "ASSAY_SQL_POSTGRES_URL"
 DATABASE = "assay_sql"
 FETCH_CHUNK = 256
 MAX_TASKS = 32
@@ -127,13 +125,6 @@ class PostgresBackend:
         self._admin_lock = threading.Lock()
         self._admin: psycopg.Connection | None = None
         self._database_ready = False
-
-    @classmethod
-    def from_env(cls) -> PostgresBackend:
-        url = os.environ.get(ENV_URL)
-        if not url:
-            raise SandboxError(f"postgres tasks need the admin URL in env {ENV_URL}")
-        return cls(url)
 
     # ------------------------------------------------------------------ admin side
 

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sandboxes.base import SandboxError
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.registry import register
 from verifiers.sql.compare import Comparison, Row, Tolerance, compare_results, multiset_difference, show_value
@@ -23,6 +24,9 @@ from verifiers.sql.execution import Backend, Execution, Statement, StatementResu
 from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by
 from verifiers.sql.sqlite_backend import POOL, PRELOAD, SqliteBackend
 from verifiers.sql.task import SqlTask
+
+# The VerifyContext.services key of the Postgres server that Postgres-dialect tasks run on.
+POSTGRES_SERVICE = "sql_postgres"
 
 if TYPE_CHECKING:
     from verifiers.sql.postgres_backend import PostgresBackend
@@ -130,7 +134,7 @@ class SqlVerifier(Verifier):
         # A group often repeats a response: each distinct statement runs once.
         distinct = list(dict.fromkeys(sql for _, sql in runnable))
         statements += [Statement(sql, predicate) for sql in distinct]
-        execution = self._backend(task).execute(task, statements, ctx)
+        execution = self._backend(task, ctx).execute(task, statements, ctx)
         self._check_builds(task, execution)
         if gold is None:
             gold = self._make_gold(task, execution)
@@ -171,15 +175,19 @@ class SqlVerifier(Verifier):
     def _cache_key(self, task: SqlTask) -> str:
         return f"{self.version}:{task.task_hash()}"
 
-    def _backend(self, task: SqlTask) -> Backend:
+    def _backend(self, task: SqlTask, ctx: VerifyContext) -> Backend:
         if task.dialect == "sqlite":
             return self._sqlite
         with self._lock:
             if self._postgres is None:
+                url = ctx.services.get(POSTGRES_SERVICE)
+                if not url:
+                    raise SandboxError("postgres tasks need the admin URL of a Postgres server for SQL tasks "
+                                       "(setting ASSAY_SQL_POSTGRES_URL)")
                 # Imported here: psycopg is needed only by deployments that use Postgres tasks.
                 from verifiers.sql.postgres_backend import PostgresBackend
 
-                self._postgres = PostgresBackend.from_env()
+                self._postgres = PostgresBackend(url)
             return self._postgres
 
     def _order_matters(self, task: SqlTask) -> bool:
