@@ -59,7 +59,7 @@ class LiveServer:
             [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--log-level", "warning"],
             env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180  # a loaded 2-core machine can take over a minute to start
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
