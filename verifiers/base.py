@@ -110,12 +110,25 @@ class TaskBase(BaseModel):
                          if cls.model_fields[name] is not TaskBase.model_fields.get(name))
 
 
-@dataclass(frozen=True)
-class Flag:
-    """A named pattern a detector saw in one response, with bounded evidence of where."""
+class Flag(str):
+    """A named pattern a detector saw in one response, with bounded evidence of where.
 
-    name: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    A flag is its name (it equals, hashes and sorts as the string), so code that reads
+    flags as names keeps working; the evidence rides along."""
+
+    evidence: dict[str, Any]
+
+    def __new__(cls, name: str, evidence: dict[str, Any] | None = None) -> Flag:
+        made = super().__new__(cls, name)
+        made.evidence = dict(evidence or {})
+        return made
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"Flag({str(self)!r}, {self.evidence!r})"
 
 
 def flag(name: str, **evidence: Any) -> Flag:
@@ -141,8 +154,7 @@ class Outcome:
         """Flags by name; a name seen twice keeps its first evidence."""
         out: dict[str, dict[str, Any]] = {}
         for f in self.flags:
-            assert isinstance(f, Flag)
-            out.setdefault(f.name, f.evidence)
+            out.setdefault(str(f), f.evidence if isinstance(f, Flag) else {})
         return dict(sorted(out.items()))
 
     def add_flags(self, flags: list[Flag]) -> None:

@@ -63,7 +63,6 @@ class CodeVerifier(Verifier):
     def warm(self, ctx: VerifyContext) -> None:
         ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)
         ctx.sandbox.warm(GRADER_POOL, grader_side.PRELOAD)
-        ctx.sandbox.warm(SCAN.pool, SCAN.preload)
 
     def close(self, ctx: VerifyContext) -> None:
         close_warm_sessions(ctx.sandbox, SCAN.pool)
