@@ -3,8 +3,9 @@
 Records keep what the caller was told about their group (advantage, mean, std, zero
 variance); `ui_sessions` holds signed-in viewers (hash of the cookie token, key id, CSRF
 token); (column, seq) indexes serve the viewer's filtered and sorted keyset pages. On
-Postgres, a GIN index answers flag filters and multivariate statistics let the planner see
-rare combinations of verifier, verdict and caller.
+Postgres, multivariate statistics let the planner see rare combinations of verifier, verdict
+and caller. (A GIN index on flags, which the 1M-record bench used, is left out until the
+model can declare it: the schema test compares models and revisions.)
 
 Revision ID: 0004
 Revises: 0003
@@ -46,7 +47,6 @@ def upgrade() -> None:
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
     )
     if op.get_bind().dialect.name == "postgresql":
-        op.execute("CREATE INDEX IF NOT EXISTS ix_records_flags ON records USING gin ((flags::jsonb))")
         op.execute("CREATE STATISTICS IF NOT EXISTS records_filter_stats (mcv, dependencies) "
                    "ON verifier, verdict, caller_key_id FROM records")
 
