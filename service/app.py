@@ -26,6 +26,7 @@ from service.metrics import Metrics
 from service.openapi import add_links
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
+from service.ui import install as install_viewer
 from verifiers import registry
 from verifiers.base import TaskInvalid, UnknownVerifier, VerifyContext
 
@@ -141,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _include_routers(app)
     generate_openapi = app.openapi
     app.openapi = lambda: add_links(generate_openapi())  # type: ignore[method-assign]
+    install_viewer(app)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

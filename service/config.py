@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     ray_task_timeout_s: float = Field(600.0, gt=0)
     # Warm sandbox workers in each Ray worker process on the sandbox nodes.
     ray_sandbox_workers: int = Field(2, ge=1, le=64)
+    # Audit viewer (/ui/): how long a sign-in lasts, and how many records one export bundle may hold.
+    ui_session_hours: float = Field(12.0, gt=0)
+    ui_export_max_records: int = Field(20_000, ge=1)
 
     @property
     def verifier_services(self) -> dict[str, str]:

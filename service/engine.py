@@ -400,6 +400,10 @@ class Engine:
         rewards = [r.reward for r in rows]
         include = [r.verdict != Verdict.error.value and not r.masked for r in rows]
         stats = group_advantages(rewards, include, req.advantage.scale, req.advantage.eps, req.advantage.bessel)
+        # The record keeps what the caller was told about its group (the viewer shows it).
+        for row, advantage in zip(rows, stats.advantages, strict=True):
+            row.advantage, row.group_mean, row.group_std = advantage, stats.mean, stats.std
+            row.group_zero_variance = stats.zero_variance
         if stats.zero_variance:
             self.metrics.inc("assay_zero_variance_groups_total", verifier=resolved.verifier.name)
         return rows, GroupResult(group_id=group_id, results=[self.result_of(r) for r in rows], rewards=rewards,

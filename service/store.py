@@ -26,15 +26,21 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    cast,
     create_engine,
+    delete,
     event,
+    exists,
     false,
+    func,
     select,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.sql.elements import ColumnElement
 
 from service import migrations
 
@@ -55,6 +61,12 @@ class RecordRow(Base):
         Index("ix_records_verifier", "verifier"),
         Index("ix_records_group", "group_id"),
         Index("ix_records_task", "task_id"),
+        # Keyset pages of the viewer: a filter or sort column, then seq as the tie-breaker.
+        Index("ix_records_verifier_seq", "verifier", "seq"),
+        Index("ix_records_verdict_seq", "verdict", "seq"),
+        Index("ix_records_caller_seq", "caller_key_id", "seq"),
+        Index("ix_records_reward_seq", "reward", "seq"),
+        Index("ix_records_duration_seq", "duration_ms", "seq"),
         UniqueConstraint("caller_key_id", "request_id", name="uq_records_caller_request"),
         # One record per response of a request, whatever an executor (a Ray task) retried.
         # A unique index, not a constraint: SQLite adds one without rebuilding the table.
@@ -87,6 +99,11 @@ class RecordRow(Base):
     # the response's position in it.
     submission_id: Mapped[str | None] = mapped_column(String(32))
     submission_index: Mapped[int | None] = mapped_column(Integer)
+    # What the caller was told about the group, as it was told (the advantage options are per request).
+    advantage: Mapped[float | None] = mapped_column(Float)
+    group_mean: Mapped[float | None] = mapped_column(Float)
+    group_std: Mapped[float | None] = mapped_column(Float)
+    group_zero_variance: Mapped[bool | None] = mapped_column(Boolean)
     # Inspection (issue 12): flag evidence by name, generation facts, mask, evaluation run.
     flag_evidence: Mapped[dict | None] = mapped_column(JSON)
     tokens: Mapped[int | None] = mapped_column(Integer)
@@ -182,6 +199,17 @@ class EnvSessionRow(Base):
     result: Mapped[dict | None] = mapped_column(JSON)
 
 
+class UiSessionRow(Base):
+    """A signed-in viewer session: the cookie holds a random token, the table its hash."""
+
+    __tablename__ = "ui_sessions"
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(64))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class TaskConflict(Exception):
     """A task id is already registered with different content."""
 
@@ -250,18 +278,17 @@ class AuditStore:
             stmt = stmt.where(RecordRow.created_at < until)
         if after_seq is not None:
             stmt = stmt.where(RecordRow.seq > after_seq)
-        if flag is None:
-            with self.session() as s:
-                return list(s.scalars(stmt.limit(limit)))
-        # Flags are a JSON list; filter portably in Python, page by page.
-        found: list[RecordRow] = []
+        if flag is not None:
+            stmt = stmt.where(self.has_flag(flag))
         with self.session() as s:
-            for row in s.scalars(stmt).yield_per(500):
-                if flag in (row.flags or []):
-                    found.append(row)
-                    if len(found) >= limit:
-                        break
-        return found
+            return list(s.scalars(stmt.limit(limit)))
+
+    def has_flag(self, flag: str) -> ColumnElement[bool]:
+        """SQL condition: the record's JSON list of flags contains `flag`."""
+        if self.engine.dialect.name == "postgresql":
+            return cast(RecordRow.flags, JSONB).contains([flag])
+        each = func.json_each(RecordRow.flags).table_valued("value")
+        return exists(select(1).select_from(each).where(each.c.value == flag))
 
     def records_by_ids(self, ids: list[str]) -> dict[str, RecordRow]:
         found: dict[str, RecordRow] = {}
@@ -316,6 +343,23 @@ class AuditStore:
         with self.session() as s:
             return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
 
+    # ---------------------------------------------------------------- ui sessions
+
+    def add_ui_session(self, row: UiSessionRow) -> None:
+        with self.session() as s, s.begin():
+            s.add(row)
+
+    def ui_session(self, token_hash: str) -> UiSessionRow | None:
+        with self.session() as s:
+            row = s.get(UiSessionRow, token_hash)
+        if row is None or _aware(row.expires_at) <= _now():
+            return None
+        return row
+
+    def drop_ui_session(self, token_hash: str) -> None:
+        with self.session() as s, s.begin():
+            s.execute(delete(UiSessionRow).where(UiSessionRow.token_hash == token_hash))
+
     # ------------------------------------------------------------------- labels
 
     def add_label(self, label: LabelRow) -> None:
@@ -349,6 +393,11 @@ class AuditStore:
     def eval_run(self, eval_id: str) -> EvalRow | None:
         with self.session() as s:
             return s.get(EvalRow, eval_id)
+
+    def eval_runs(self, limit: int = 200) -> list[EvalRow]:
+        """The latest evaluation runs, newest first."""
+        with self.session() as s:
+            return list(s.scalars(select(EvalRow).order_by(EvalRow.created_at.desc()).limit(limit)))
 
     # --------------------------------------------------------------------- keys
 
@@ -399,6 +448,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were written in UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def is_integrity_error(exc: BaseException) -> bool:
