@@ -84,7 +84,7 @@ class EnvSessionStore:
         return now - row.touched_at > keep
 
     def get(self, env_id: str, key_id: str) -> EnvSessionRow:
-        with self.store.session() as s:
+        with self.store.db() as s:
             row = s.get(EnvSessionRow, env_id)
         # Another key's session reads as missing: ids are not an oracle.
         if row is None or row.caller_key_id != key_id or self._expired(row, self.clock()):
@@ -100,7 +100,7 @@ class EnvSessionStore:
             raise EnvSessionTooLarge(f"task.initial_state: {state_chars} characters as JSON; environment sessions "
                                      f"take at most {self.max_state_chars}")
         now = self.clock()
-        with self.store.session() as s, s.begin():
+        with self.store.db() as s, s.begin():
             s.execute(delete(EnvSessionRow).where(or_(
                 (EnvSessionRow.result.is_(None)) & (EnvSessionRow.touched_at < now - self.ttl_s),
                 (EnvSessionRow.result.is_not(None)) & (EnvSessionRow.touched_at < now - self.finished_keep_s))))
@@ -150,24 +150,24 @@ class EnvSessionStore:
         return row
 
     def finished(self, env_id: str, result: dict[str, Any]) -> None:
-        with self.store.session() as s, s.begin():
+        with self.store.db() as s, s.begin():
             s.execute(update(EnvSessionRow).where(EnvSessionRow.id == env_id).values(
                 result=result, finishing_since=None, touched_at=self.clock(), version=EnvSessionRow.version + 1))
 
     def release(self, env_id: str) -> None:
         """Give up a finish claim, so that the trainer may retry (e.g. after a 503)."""
-        with self.store.session() as s, s.begin():
+        with self.store.db() as s, s.begin():
             s.execute(update(EnvSessionRow).where(EnvSessionRow.id == env_id).values(
                 finishing_since=None, version=EnvSessionRow.version + 1))
 
     def remove(self, env_id: str, key_id: str) -> None:
         self.get(env_id, key_id)
-        with self.store.session() as s, s.begin():
+        with self.store.db() as s, s.begin():
             s.execute(delete(EnvSessionRow).where(EnvSessionRow.id == env_id))
 
     def _write(self, row: EnvSessionRow, **values: Any) -> bool:
         """Change the session only if nobody changed it since `row` was read."""
-        with self.store.session() as s, s.begin():
+        with self.store.db() as s, s.begin():
             done = s.execute(update(EnvSessionRow)
                              .where(EnvSessionRow.id == row.id, EnvSessionRow.version == row.version)
                              .values(version=row.version + 1, touched_at=self.clock(), **values))

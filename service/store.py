@@ -232,13 +232,16 @@ class AuditStore:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         # A new database is created at head; one behind head is refused (`assay db upgrade`).
         migrations.prepare(self.engine)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._units_of_work = sessionmaker(self.engine, expire_on_commit=False)
 
-    def session(self) -> Session:
-        return self._sessions()
+    def db(self) -> Session:
+        """A database unit of work (SQLAlchemy's ORM Session): use as `with store.db() as s`.
+        Named apart from the other sessions in Assay (sandbox call sessions, resident servers,
+        environment sessions)."""
+        return self._units_of_work()
 
     def ping(self) -> None:
-        with self.session() as s:
+        with self.db() as s:
             s.execute(select(1))
 
     # ------------------------------------------------------------------ records
@@ -246,18 +249,18 @@ class AuditStore:
     def append(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
                idempotency: IdempotencyRow | None = None) -> None:
         """Write records (and the idempotent response) in one durable transaction."""
-        with self.session() as s, s.begin():
+        with self.db() as s, s.begin():
             _add_blobs(s, blobs)
             s.add_all(rows)
             if idempotency is not None:
                 s.add(idempotency)
 
     def record(self, record_id: str) -> RecordRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.scalar(select(RecordRow).where(RecordRow.id == record_id))
 
     def record_by_request(self, caller_key_id: str, request_id: str) -> RecordRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.scalar(select(RecordRow).where(RecordRow.caller_key_id == caller_key_id,
                                                     RecordRow.request_id == request_id))
 
@@ -280,7 +283,7 @@ class AuditStore:
             stmt = stmt.where(RecordRow.seq > after_seq)
         if flag is not None:
             stmt = stmt.where(self.has_flag(flag))
-        with self.session() as s:
+        with self.db() as s:
             return list(s.scalars(stmt.limit(limit)))
 
     def has_flag(self, flag: str) -> ColumnElement[bool]:
@@ -292,7 +295,7 @@ class AuditStore:
 
     def records_by_ids(self, ids: list[str]) -> dict[str, RecordRow]:
         found: dict[str, RecordRow] = {}
-        with self.session() as s:
+        with self.db() as s:
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
                 found.update((r.id, r) for r in s.scalars(select(RecordRow).where(RecordRow.id.in_(chunk))))
@@ -308,7 +311,7 @@ class AuditStore:
             after = page[-1].seq
 
     def task_blob(self, task_hash: str) -> TaskBlobRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.get(TaskBlobRow, task_hash)
 
     # -------------------------------------------------------------------- tasks
@@ -316,14 +319,14 @@ class AuditStore:
     def register_task(self, task_id: str, verifier: str, task_hash: str, task: dict[str, Any]) -> bool:
         """Register a task id. Same content again is a no-op (False); other content conflicts."""
         try:
-            with self.session() as s, s.begin():
+            with self.db() as s, s.begin():
                 if s.get(RegisteredTaskRow, task_id) is None:
                     _add_blobs(s, [TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task)])
                     s.add(RegisteredTaskRow(task_id=task_id, verifier=verifier, task_hash=task_hash))
                     return True
         except IntegrityError:
             pass  # a concurrent registration of the same id won: compare with it
-        with self.session() as s:
+        with self.db() as s:
             existing = s.get(RegisteredTaskRow, task_id)
         assert existing is not None
         if existing.task_hash != task_hash or existing.verifier != verifier:
@@ -331,7 +334,7 @@ class AuditStore:
         return False
 
     def registered_task(self, task_id: str) -> tuple[RegisteredTaskRow, TaskBlobRow] | None:
-        with self.session() as s:
+        with self.db() as s:
             row = s.get(RegisteredTaskRow, task_id)
             if row is None:
                 return None
@@ -340,30 +343,30 @@ class AuditStore:
             return row, blob
 
     def registered_tasks(self, limit: int = 100) -> list[RegisteredTaskRow]:
-        with self.session() as s:
+        with self.db() as s:
             return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
 
     # ---------------------------------------------------------------- ui sessions
 
     def add_ui_session(self, row: UiSessionRow) -> None:
-        with self.session() as s, s.begin():
+        with self.db() as s, s.begin():
             s.add(row)
 
     def ui_session(self, token_hash: str) -> UiSessionRow | None:
-        with self.session() as s:
+        with self.db() as s:
             row = s.get(UiSessionRow, token_hash)
         if row is None or _aware(row.expires_at) <= _now():
             return None
         return row
 
     def drop_ui_session(self, token_hash: str) -> None:
-        with self.session() as s, s.begin():
+        with self.db() as s, s.begin():
             s.execute(delete(UiSessionRow).where(UiSessionRow.token_hash == token_hash))
 
     # ------------------------------------------------------------------- labels
 
     def add_label(self, label: LabelRow) -> None:
-        with self.session() as s, s.begin():
+        with self.db() as s, s.begin():
             s.add(label)
 
     def labels(self, record_ids: list[str] | None = None, verifier: str | None = None) -> list[LabelRow]:
@@ -371,7 +374,7 @@ class AuditStore:
         stmt = select(LabelRow).order_by(LabelRow.seq)
         if verifier is not None:
             stmt = stmt.join(RecordRow, RecordRow.id == LabelRow.record_id).where(RecordRow.verifier == verifier)
-        with self.session() as s:
+        with self.db() as s:
             if record_ids is None:
                 return list(s.scalars(stmt))
             out: list[LabelRow] = []
@@ -381,38 +384,38 @@ class AuditStore:
             return sorted(out, key=lambda row: row.seq)
 
     def labelled_record_ids(self) -> set[str]:
-        with self.session() as s:
+        with self.db() as s:
             return set(s.scalars(select(LabelRow.record_id).distinct()))
 
     # -------------------------------------------------------------------- evals
 
     def add_eval(self, row: EvalRow) -> None:
-        with self.session() as s, s.begin():
+        with self.db() as s, s.begin():
             s.add(row)
 
     def eval_run(self, eval_id: str) -> EvalRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.get(EvalRow, eval_id)
 
     def eval_runs(self, limit: int = 200) -> list[EvalRow]:
         """The latest evaluation runs, newest first."""
-        with self.session() as s:
+        with self.db() as s:
             return list(s.scalars(select(EvalRow).order_by(EvalRow.created_at.desc()).limit(limit)))
 
     # --------------------------------------------------------------------- keys
 
     def add_key(self, key_id: str, secret_hash: str, scopes: list[str], name: str | None) -> None:
-        with self.session() as s, s.begin():
+        with self.db() as s, s.begin():
             s.add(ApiKeyRow(key_id=key_id, secret_hash=secret_hash, scopes=",".join(scopes), name=name))
 
     def key(self, key_id: str) -> ApiKeyRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.get(ApiKeyRow, key_id)
 
     # -------------------------------------------------------------- idempotency
 
     def idempotent_response(self, caller_key_id: str, key: str, request_hash: str) -> dict[str, Any] | None:
-        with self.session() as s:
+        with self.db() as s:
             row = s.scalar(select(IdempotencyRow).where(IdempotencyRow.caller_key_id == caller_key_id,
                                                         IdempotencyRow.key == key))
         if row is None:

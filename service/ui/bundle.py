@@ -21,7 +21,7 @@ from service.ui.render import STATIC, render_text
 
 def _rows(store: AuditStore, f: RecordFilter, limit: int) -> list[RecordRow]:
     stmt = apply_filter(store, select(RecordRow), f).order_by(*ordering(f.sort)).limit(limit)
-    with store.session() as s:
+    with store.db() as s:
         return list(s.scalars(stmt))
 
 

@@ -157,7 +157,7 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
             stmt = stmt.where(_after(f.sort, after))
         except ValueError as exc:
             raise BadCursor(f"after: not a cursor of this sort ({exc})") from exc
-    with store.session() as s:
+    with store.db() as s:
         rows = [dict(r._mapping) for r in s.execute(stmt.order_by(*ordering(f.sort)).limit(limit + 1))]
     more = len(rows) > limit
     rows = rows[:limit]
@@ -184,7 +184,7 @@ class GroupView:
 
 
 def group_view(store: AuditStore, group_id: str) -> GroupView | None:
-    with store.session() as s:
+    with store.db() as s:
         rows = list(s.scalars(select(RecordRow).where(RecordRow.group_id == group_id)
                               .order_by(RecordRow.group_index, RecordRow.seq)))
     if not rows:
@@ -266,7 +266,7 @@ def overview(store: AuditStore, f: OverviewFilter) -> dict[str, Any]:
     if f.until:
         where.append(RecordRow.created_at < f.until)
     cond = and_(true(), *where)
-    with store.session() as s:
+    with store.db() as s:
         lo, hi = s.execute(select(func.min(RecordRow.created_at), func.max(RecordRow.created_at)).where(cond)).one()
         width = _bucket_width(lo, hi)
         bucket = func.floor(_epoch(store) / width).label("bucket")
