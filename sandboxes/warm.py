@@ -275,6 +275,8 @@ class WorkerCallSession(CallSession):
             return
         try:
             self._worker.send({**frame, "n": self._nonce}, self._deadline)
+        except WorkerTimeout:
+            self._job_broke_worker(timed_out=True)  # past the call's deadline, or not reading
         except SandboxError:
             self._job_broke_worker(timed_out=False)
 

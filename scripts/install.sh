@@ -2,7 +2,7 @@
 # Install what Assay needs on a fresh Debian/Ubuntu machine, idempotently.
 #
 #   scripts/install.sh service   bubblewrap + a virtualenv (.venv) with the service
-#   scripts/install.sh test      the above + trainer and test dependencies
+#   scripts/install.sh test      the above + trainer, Ray and test dependencies
 #
 # Environment: ASSAY_VENV (default .venv in the repository).
 set -euo pipefail
@@ -20,6 +20,10 @@ python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 # The proof verifier reads Debian's Metamath databases; tests cross-check with its `metamath`.
 [ -f /usr/share/metamath/databases/set.mm ] || missing+=(metamath-databases)
 if [ "$what" = test ]; then command -v metamath >/dev/null || missing+=(metamath); fi
+# The Ray tests run their cluster in a private network namespace (unshare, nsenter, ip).
+if [ "$what" = test ]; then
+  command -v ip >/dev/null || missing+=(iproute2)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install.sh: installing ${missing[*]}" >&2
   as_root apt-get update -qq
@@ -32,6 +36,6 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 extras="service"
 if [ "$what" = test ]; then
-  extras="service,trainer,test"
+  extras="service,trainer,ray,test"
 fi
 "$VENV/bin/python" -m pip install -q -e ".[${extras}]"

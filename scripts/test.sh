@@ -8,6 +8,13 @@ cd "$(dirname "$0")/.."
 scripts/install.sh test
 VENV="${ASSAY_VENV:-$PWD/.venv}"
 
+# The viewer's browser tests drive Debian's chromium through Playwright (its own browser download is unreachable).
+if ! command -v chromium >/dev/null; then
+  as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
+fi
+
 ASSAY_TEST_POSTGRES_URL="$(scripts/postgres.sh start)"
 export ASSAY_TEST_POSTGRES_URL
 export ASSAY_SQL_POSTGRES_URL="${ASSAY_SQL_POSTGRES_URL:-$ASSAY_TEST_POSTGRES_URL}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from trainer_client.variance import is_zero_variance
+
 
 @dataclass
 class GroupStats:
@@ -28,7 +30,7 @@ def group_advantages(rewards: list[float], include: list[bool], scale: str = "gr
     mean = sum(counted) / len(counted)
     dof = len(counted) - 1 if bessel else len(counted)
     std = math.sqrt(sum((r - mean) ** 2 for r in counted) / dof) if dof > 0 else 0.0
-    zero_variance = all(r == counted[0] for r in counted)
+    zero_variance = is_zero_variance(counted)
     advantages: list[float | None] = []
     for r, keep in zip(rewards, include, strict=True):
         if not keep:

@@ -17,12 +17,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
-from service.config import Settings, build_sandbox
-from service.engine import Engine, RequestInvalid, Saturated, TaskNotFound
+from service.config import Settings
+from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
+from service.env_sessions import EnvSessionStore
+from service.executors import LocalExecutor, create_executor
 from service.logs import RequestLog
 from service.metrics import Metrics
+from service.openapi import add_links
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
+from service.ui import install as install_viewer
 from verifiers import registry
 from verifiers.base import TaskInvalid, UnknownVerifier, VerifyContext
 
@@ -106,21 +110,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = AuditStore(settings.database_url)
-        sandbox = build_sandbox(settings)
+        executor = create_executor(settings)
+        # Under `ray` this replica runs no untrusted work: it has no sandbox of its own.
+        sandbox = executor.sandbox if isinstance(executor, LocalExecutor) else None
         metrics = Metrics()
-        metrics.watch_sandbox(sandbox.pool_stats)
-        engine = Engine(settings, store, sandbox, metrics)
+        if sandbox is not None:
+            metrics.watch_sandbox(sandbox.pool_stats)
+        engine = Engine(settings, store, sandbox, metrics, executor)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine
+        app.state.env_sessions = EnvSessionStore(store, settings)
         if settings.task_pack is not None:
             log.info("loaded %d tasks from %s", load_task_pack(engine, settings.task_pack), settings.task_pack)
-        for name in registry.names():
-            registry.get(name).warm(VerifyContext(sandbox, services=settings.verifier_services))
+        if sandbox is not None:
+            for name in registry.names():
+                registry.get(name).warm(VerifyContext(sandbox, services=settings.verifier_services))
         try:
             yield
         finally:
-            for name in registry.names():
-                registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
-            sandbox.close()
+            if sandbox is not None:
+                for name in registry.names():
+                    registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
+            executor.close()
             store.engine.dispose()
 
     app = FastAPI(
@@ -130,6 +140,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     _include_routers(app)
+    generate_openapi = app.openapi
+    app.openapi = lambda: add_links(generate_openapi())  # type: ignore[method-assign]
+    install_viewer(app)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -139,7 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     handlers: list[tuple[type[Exception], int]] = [
         (TaskInvalid, 422), (RequestInvalid, 422), (UnknownVerifier, 422), (TaskNotFound, 404),
-        (TaskConflict, 409), (IdempotencyConflict, 422),
+        (TaskConflict, 409), (RequestIdConflict, 409), (IdempotencyConflict, 422),
     ]
     for exc_type, status in handlers:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))

@@ -12,7 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.store import AuditStore
 
-SCOPES = ("reward", "audit", "admin")
+SCOPES = ("reward", "audit", "review", "admin")
 _bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer ak_...`")
 
 
@@ -20,6 +20,12 @@ _bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bea
 class Caller:
     key_id: str
     scopes: frozenset[str]
+    name: str | None = None
+
+    @property
+    def author(self) -> str:
+        """Who a label is by: the key's name, else its id."""
+        return self.name or self.key_id
 
 
 class InvalidScopes(ValueError):
@@ -47,7 +53,7 @@ def authenticate(store: AuditStore, token: str) -> Caller | None:
     row = store.key(parts[1])
     if row is None or row.revoked or not hmac.compare_digest(row.secret_hash, _hash(parts[2])):
         return None
-    return Caller(row.key_id, frozenset(row.scopes.split(",")))
+    return Caller(row.key_id, frozenset(row.scopes.split(",")), row.name)
 
 
 def require_scope(scope: str):

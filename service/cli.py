@@ -99,10 +99,12 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Verify locally through the same verifiers and sandbox, without a server or records."""
     from pydantic import ValidationError
 
-    from service.engine import Engine, Resolved
+    from sandboxes.base import SandboxBusy, SandboxUnavailable
+    from service.engine import Engine, Resolved, generation_of
     from service.metrics import Metrics
     from service.schemas import VerifyRequest
     from verifiers.base import TaskInvalid, UnknownVerifier
+    from verifiers.inspection import apply_policies
 
     sandbox = build_sandbox(settings)
     engine = Engine(settings, store=None, sandbox=sandbox, metrics=Metrics())  # type: ignore[arg-type]
@@ -112,17 +114,20 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
             try:
                 req = VerifyRequest.model_validate(item)
                 resolved: Resolved = engine.resolve(req)
-                judged = engine.judge(resolved, [req.response])[0]
-            except (ValidationError, TaskInvalid, UnknownVerifier) as exc:
+                generation = generation_of(req.response)
+                judged = engine.judge(resolved, [generation.text])[0]
+            except (ValidationError, TaskInvalid, UnknownVerifier, SandboxBusy, SandboxUnavailable) as exc:
+                # Local use: the operator's own input, so the message is shown as it is.
                 print(json.dumps({"line": number, "error": str(exc)}))
                 status = 1
                 continue
-            outcome = judged.outcome
+            outcome = apply_policies(resolved.task, generation, judged.outcome)
             print(json.dumps({
                 "verifier": resolved.verifier.name, "verifier_version": resolved.verifier.version,
                 "reward": outcome.reward(resolved.task), "verdict": outcome.verdict.value,
                 "components": {c.name: {"value": c.value, "hard": c.hard} for c in outcome.components},
-                "evidence": outcome.evidence, "flags": outcome.flags, "duration_ms": round(judged.duration_ms, 3),
+                "evidence": outcome.evidence, "flags": list(outcome.flag_map()),
+                "flag_evidence": outcome.flag_map(), "duration_ms": round(judged.duration_ms, 3),
             }))
     finally:
         sandbox.close()
@@ -130,7 +135,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _row_json(row: Any) -> dict[str, Any]:
-    from service.routes.records import record_out
+    from service.schemas import record_out
 
     return record_out(row).model_dump(mode="json")
 
@@ -165,12 +170,14 @@ def _export(store: Any, filters: dict[str, Any], out: Any) -> None:
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    import anyio
+
     from service.engine import Engine, TaskNotFound
     from service.metrics import Metrics
 
     sandbox = build_sandbox(settings)
     try:
-        result = Engine(settings, _store(settings), sandbox, Metrics()).replay(args.record_id)
+        result = anyio.run(Engine(settings, _store(settings), sandbox, Metrics()).replay, args.record_id)
     except TaskNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -179,6 +186,55 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     print(json.dumps(result.model_dump(mode="json"), indent=2))
     print("same verdict" if result.same_verdict else "VERDICT DIFFERS", file=sys.stderr)
     return 0 if result.same_verdict else 3
+
+
+def _print_model(model: Any) -> None:
+    print(json.dumps(model.model_dump(mode="json"), indent=2))
+
+
+def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
+    """Review decisions against the audit store: a queue to label, labels, a summary."""
+    import getpass
+
+    from pydantic import ValidationError
+
+    from service.auth import Caller
+    from service.engine import TaskNotFound
+    from service.inspection_schemas import LabelIn
+    from service.review import add_label, review_queue, review_summary
+
+    store = _store(settings)
+    if args.review_command == "next":
+        picked, available = review_queue(store, args.verifier, args.flag, args.n, args.seed)
+        for stratum, row in picked:
+            print(json.dumps({"stratum": stratum, "record": _row_json(row)}))
+        print(f"unlabelled: {available}", file=sys.stderr)
+        return 0
+    if args.review_command == "label":
+        try:
+            body = LabelIn(label=args.label, corrected_verdict=args.verdict, pattern=args.pattern, note=args.note)
+            author = args.author or f"cli:{getpass.getuser()}"
+            _print_model(add_label(store, args.record_id, body, Caller("cli", frozenset({"review"}), author)))
+        except (ValidationError, TaskNotFound) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    _print_model(review_summary(store, args.verifier))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from service.engine import TaskNotFound
+    from service.evals import compare, eval_report
+
+    store = _store(settings)
+    try:
+        _print_model(eval_report(store, args.eval_id) if args.eval_command == "report"
+                     else compare(store, args.a, args.b))
+    except TaskNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,6 +292,36 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="re-run a logged verification and compare verdicts")
     replay.add_argument("record_id")
     replay.set_defaults(func=cmd_replay)
+
+    review = sub.add_parser("review", help="label decisions; estimate each verifier's error rates")
+    review_sub = review.add_subparsers(dest="review_command", required=True)
+    nxt = review_sub.add_parser("next", help="a stratified sample of unlabelled records (JSON lines)")
+    nxt.add_argument("--verifier")
+    nxt.add_argument("--flag")
+    nxt.add_argument("-n", type=int, default=10)
+    nxt.add_argument("--seed", type=int, default=None)
+    nxt.set_defaults(func=cmd_review)
+    label = review_sub.add_parser("label", help="label a record (append-only)")
+    label.add_argument("record_id")
+    label.add_argument("label", choices=["agree", "disagree", "exploit"])
+    label.add_argument("--verdict", help="with disagree: the corrected verdict")
+    label.add_argument("--pattern", help="with exploit: the pattern's name")
+    label.add_argument("--note")
+    label.add_argument("--author", help="default: cli:<user>")
+    label.set_defaults(func=cmd_review)
+    rsummary = review_sub.add_parser("summary", help="false-positive rates with Wilson 95%% intervals")
+    rsummary.add_argument("--verifier")
+    rsummary.set_defaults(func=cmd_review)
+
+    ev = sub.add_parser("eval", help="held-out evaluation runs")
+    ev_sub = ev.add_subparsers(dest="eval_command", required=True)
+    report = ev_sub.add_parser("report", help="an evaluation run's report")
+    report.add_argument("eval_id")
+    report.set_defaults(func=cmd_eval)
+    cmp_ = ev_sub.add_parser("compare", help="B minus A per family, bootstrap 95%% intervals over tasks")
+    cmp_.add_argument("a")
+    cmp_.add_argument("b")
+    cmp_.set_defaults(func=cmd_eval)
     return parser
 
 

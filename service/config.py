@@ -47,6 +47,25 @@ class Settings(BaseSettings):
     env_ttl_s: float = Field(900.0, gt=0)
     env_max_per_key: int = Field(256, ge=1)
     env_max_sessions: int = Field(4096, ge=1)
+    # A finished session keeps its result this long, so a retried finish gets the same answer.
+    env_finished_keep_s: float = Field(300.0, gt=0)
+    # Sessions keep their state in the database: bound what one may hold.
+    env_max_state_chars: int = Field(1_000_000, ge=1)
+    # Room kept in the response limit for the final message and the trace's envelope.
+    env_finish_room_chars: int = Field(2000, ge=0)
+    # Where verification runs: in this process's sandbox, or as Ray tasks on sandbox nodes.
+    executor: Literal["local", "ray"] = "local"
+    # Passed to ray.init: "auto" (a Ray node on this machine), HOST:PORT, or ray://HOST:PORT.
+    ray_address: str = "auto"
+    # Ray re-runs a task whose worker or node died this many times.
+    ray_max_retries: int = Field(3, ge=0)
+    # How long a replica waits for one task before the responses get verdict `error`.
+    ray_task_timeout_s: float = Field(600.0, gt=0)
+    # Warm sandbox workers in each Ray worker process on the sandbox nodes.
+    ray_sandbox_workers: int = Field(2, ge=1, le=64)
+    # Audit viewer (/ui/): how long a sign-in lasts, and how many records one export bundle may hold.
+    ui_session_hours: float = Field(12.0, gt=0)
+    ui_export_max_records: int = Field(20_000, ge=1)
 
     @property
     def verifier_services(self) -> dict[str, str]:

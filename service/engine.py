@@ -6,27 +6,34 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
-import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
-from sandboxes.base import Sandbox, SandboxBusy, SandboxError
+from sandboxes.base import Sandbox
 from service.advantages import group_advantages
 from service.auth import Caller
 from service.config import Settings
+from service.executors import Executor, JudgeJob, LocalExecutor
+from service.judging import Judged
 from service.logs import log_verification
 from service.metrics import Metrics
 from service.schemas import (
     ComponentOut,
+    GenerationIn,
+    GroupError,
     GroupResult,
+    GroupSpec,
     GroupsRequest,
     GroupsResponse,
     RegisteredTask,
     ReplayOut,
+    ResponseIn,
     TaskRef,
     TaskRegistration,
     VerifyRequest,
@@ -34,7 +41,8 @@ from service.schemas import (
 )
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
 from verifiers import registry
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, hard, sha256_text
+from verifiers.base import TaskBase, TaskInvalid, UnknownVerifier, Verdict, Verifier, sha256_text
+from verifiers.inspection import Generation, apply_policies, is_masked
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +59,37 @@ class RequestInvalid(ValueError):
     """A request breaks a service limit; the message names the field."""
 
 
+class RequestIdConflict(Exception):
+    """A `request_id` was reused for a different request."""
+
+
+T = TypeVar("T")
+_TASK_PARTS = re.compile(r"(^|; )(task\b)")
+
+
+async def gather_or_abort(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run calls concurrently; the first one that raises cancels the rest and its
+    exception is raised as itself (not wrapped in an ExceptionGroup)."""
+    results: list[Any] = [None] * len(calls)
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def run(i: int) -> None:
+            nonlocal failure
+            try:
+                results[i] = await calls[i]()
+            except Exception as exc:
+                if failure is None:
+                    failure = exc
+                tg.cancel_scope.cancel()
+
+        for i in range(len(calls)):
+            tg.start_soon(run, i)
+    if failure is not None:
+        raise failure
+    return results
+
+
 @dataclass
 class Resolved:
     verifier: Verifier
@@ -65,10 +104,10 @@ class Resolved:
         self.public = self.task.public_view()
 
 
-@dataclass
-class Judged:
-    outcome: Outcome
-    duration_ms: float
+def generation_of(response: ResponseIn) -> Generation:
+    if isinstance(response, GenerationIn):
+        return Generation(response.text, response.tokens, response.finish_reason)
+    return Generation(response)
 
 
 def request_hash(payload: Any) -> str:
@@ -76,12 +115,16 @@ def request_hash(payload: Any) -> str:
 
 
 class Engine:
-    def __init__(self, settings: Settings, store: AuditStore, sandbox: Sandbox, metrics: Metrics) -> None:
+    def __init__(self, settings: Settings, store: AuditStore, sandbox: Sandbox | None, metrics: Metrics,
+                 executor: Executor | None = None) -> None:
         self.settings = settings
         self.store = store
         self.sandbox = sandbox
         self.metrics = metrics
-        self._limiter = anyio.CapacityLimiter(settings.verify_threads)
+        if executor is None:
+            assert sandbox is not None, "the local executor needs a sandbox"
+            executor = LocalExecutor(sandbox, settings.verify_threads, settings.verifier_services)
+        self.executor = executor
         self._inflight = 0
         self._inflight_lock = threading.Lock()
 
@@ -134,73 +177,39 @@ class Engine:
             self._inflight -= n
             self.metrics.set("assay_inflight_responses", self._inflight)
 
-    def _check_responses(self, responses: list[str], where: str) -> None:
+    def _check_responses(self, responses: list[Generation], where: str) -> None:
         limit = self.settings.max_response_chars
-        for i, response in enumerate(responses):
+        for i, generation in enumerate(responses):
+            response = generation.text
             if len(response) > limit:
                 raise RequestInvalid(f"{where}[{i}]: response has {len(response)} characters; the limit is {limit}")
 
     # ------------------------------------------------------------ verification
 
+    @staticmethod
+    def job(resolved: Resolved, responses: list[str]) -> JudgeJob:
+        return JudgeJob(resolved.verifier, resolved.task, resolved.raw, responses,
+                        reveal_hidden=resolved.task_id is None)
+
     def judge(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        """Blocking: run the verifier; never raises for a response's own behaviour."""
-        verifier = resolved.verifier
-        ctx = VerifyContext(self.sandbox, reveal_hidden=resolved.task_id is None,
-                            services=self.settings.verifier_services)
-        started = time.perf_counter()
-        try:
-            if type(verifier).verify_many is not Verifier.verify_many:
-                outcomes = verifier.verify_many(resolved.task, responses, ctx)
-                per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
-                return [Judged(o, per) for o in outcomes]
-            return [self._judge_one(verifier, resolved.task, r, ctx) for r in responses]
-        except TaskInvalid:
-            raise
-        except Exception as exc:  # infrastructure or verifier bug: reported, never a reward
-            per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
-            return [Judged(self._error_outcome(verifier, exc), per) for _ in responses]
-
-    def _judge_one(self, verifier: Verifier, task: TaskBase, response: str, ctx: VerifyContext) -> Judged:
-        started = time.perf_counter()
-        try:
-            outcome = verifier.verify(task, response, ctx)
-        except TaskInvalid:
-            raise
-        except Exception as exc:
-            outcome = self._error_outcome(verifier, exc)
-        return Judged(outcome, (time.perf_counter() - started) * 1000)
-
-    def _error_outcome(self, verifier: Verifier, exc: Exception) -> Outcome:
-        kind = "sandbox_error" if isinstance(exc, SandboxError) else "verifier_error"
-        if isinstance(exc, SandboxBusy):
-            kind = "sandbox_busy"
-        # A stable word for the part that failed; sandbox messages are ours, never a job's text.
-        cause = exc.cause if isinstance(exc, SandboxError) else "verifier_failed"
-        log.exception("verification failed in %s (%s)", verifier.name, cause, exc_info=exc)
-        message = str(exc)[:500] if isinstance(exc, SandboxError) else "the verifier failed"
-        return Outcome(Verdict.error, [hard("correctness", False)],
-                       {"error": kind, "error_cause": cause, "message": message}, flags=[kind])
+        """Blocking, in this process's sandbox (the CLI's local verify)."""
+        assert isinstance(self.executor, LocalExecutor), "blocking judge needs the local executor"
+        return self.executor.judge_now(self.job(resolved, responses))
 
     async def _judge_async(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
-        verifier = resolved.verifier
-        if type(verifier).verify_many is not Verifier.verify_many or len(responses) == 1:
-            return await anyio.to_thread.run_sync(self.judge, resolved, responses, limiter=self._limiter)
-        results: list[list[Judged]] = [[] for _ in responses]
+        return await self.executor.judge(self.job(resolved, responses))
 
-        async def one(i: int) -> None:
-            results[i] = await anyio.to_thread.run_sync(self.judge, resolved, [responses[i]], limiter=self._limiter)
-
-        async with anyio.create_task_group() as tg:
-            for i in range(len(responses)):
-                tg.start_soon(one, i)
-        return [r[0] for r in results]
-
-    def _row(self, resolved: Resolved, response: str, judged: Judged, caller: Caller, request_id: str | None,
-             group_id: str | None, group_index: int | None) -> RecordRow:
-        outcome = judged.outcome
+    def _row(self, resolved: Resolved, generation: Generation, judged: Judged, caller: Caller,
+             request_id: str | None, group_id: str | None, group_index: int | None, submission: tuple[str, int],
+             eval_id: str | None = None) -> RecordRow:
+        """`submission` is (this request's id, the response's index in it): unique in the store, so
+        no response of a request is ever logged twice, whatever an executor retried."""
+        outcome = apply_policies(resolved.task, generation, judged.outcome)
+        response = generation.text
         reward = outcome.reward(resolved.task)
+        flags = outcome.flag_map()
         self.metrics.verification(resolved.verifier.name, outcome.verdict.value, judged.duration_ms / 1000,
-                                  outcome.flags, outcome.evidence)
+                                  list(flags), outcome.evidence)
         row = RecordRow(
             id=new_record_id(),
             request_id=request_id,
@@ -216,12 +225,19 @@ class Engine:
             reward=reward,
             verdict=outcome.verdict.value,
             evidence=outcome.evidence,
-            flags=sorted(set(outcome.flags)),
-            sandbox_backend=self.sandbox.name,
+            flags=list(flags),
+            flag_evidence=flags,
+            sandbox_backend=self.executor.backend,
             usage=outcome.usage,
             duration_ms=round(judged.duration_ms, 3),
             group_id=group_id,
             group_index=group_index,
+            submission_id=submission[0],
+            submission_index=submission[1],
+            tokens=generation.tokens,
+            finish_reason=generation.finish_reason,
+            masked=is_masked(resolved.task, generation, outcome.verdict.value),
+            eval_id=eval_id,
         )
         log_verification(row)
         return row
@@ -232,80 +248,179 @@ class Engine:
             record_id=row.id, verifier=row.verifier, verifier_version=row.verifier_version, reward=row.reward,
             verdict=row.verdict, components={k: ComponentOut(**v) for k, v in row.components.items()},
             evidence=row.evidence, flags=row.flags, duration_ms=row.duration_ms, task_id=row.task_id,
-            task_hash=row.task_hash, request_id=row.request_id,
+            task_hash=row.task_hash, request_id=row.request_id, flag_evidence=row.flag_evidence or {},
+            tokens=row.tokens, finish_reason=row.finish_reason, masked=bool(row.masked),
         )
 
     def _blob(self, resolved: Resolved) -> TaskBlobRow:
         return TaskBlobRow(task_hash=resolved.task_hash, verifier=resolved.verifier.name, task=resolved.raw)
 
+    @staticmethod
+    def caller_facing(resolved: Resolved, exc: TaskInvalid) -> TaskInvalid:
+        """A registered task's problems may quote its hidden content: name the field only."""
+        if resolved.task_id is None:
+            return exc
+        log.warning("registered task %r is invalid at %s: %s", resolved.task_id, exc.field, exc)
+        return TaskInvalid(f"{exc.field}: registered task {resolved.task_id!r} cannot be verified (invalid at "
+                           f"{exc.field}); details are withheld because its content is hidden", field=exc.field)
+
+    # ------------------------------------------------------------------ verify
+
     async def verify(self, req: VerifyRequest, caller: Caller) -> VerifyResult:
-        self._check_responses([req.response], "response")
+        generation = generation_of(req.response)
+        self._check_responses([generation], "response")
+        resolved = await anyio.to_thread.run_sync(self.resolve, req)
         if req.request_id is not None:
             existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id, req.request_id)
             if existing is not None:
-                return self.result_of(existing)
-        resolved = self.resolve(req)
+                return self._logged(existing, resolved, generation.text)
         self._admit(1)
         try:
-            judged = (await self._judge_async(resolved, [req.response]))[0]
+            judged = (await self._judge_async(resolved, [generation.text]))[0]
+        except TaskInvalid as exc:
+            raise self.caller_facing(resolved, exc) from None
         finally:
             self._release(1)
-        row = self._row(resolved, req.response, judged, caller, req.request_id, None, None)
+        row = self._row(resolved, generation, judged, caller, req.request_id, None, None, (uuid.uuid4().hex, 0))
         try:
             await anyio.to_thread.run_sync(self.store.append, [row], [self._blob(resolved)])
         except Exception as exc:
             if req.request_id is not None and is_integrity_error(exc):
-                existing = self.store.record_by_request(caller.key_id, req.request_id)
+                existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id,
+                                                          req.request_id)
                 if existing is not None:  # a concurrent retry logged it first
-                    return self.result_of(existing)
+                    return self._logged(existing, resolved, generation.text)
             raise
         return self.result_of(row)
 
-    async def groups(self, req: GroupsRequest, caller: Caller, idempotency_key: str | None = None) -> GroupsResponse:
-        s = self.settings
-        if len(req.groups) > s.max_groups:
-            raise RequestInvalid(f"groups: {len(req.groups)} groups; the limit is {s.max_groups}")
-        for gi, group in enumerate(req.groups):
-            if len(group.responses) > s.max_group_size:
-                raise RequestInvalid(
-                    f"groups[{gi}].responses: {len(group.responses)} responses; the limit is {s.max_group_size}")
-            self._check_responses(group.responses, f"groups[{gi}].responses")
+    def _logged(self, row: RecordRow, resolved: Resolved, response: str) -> VerifyResult:
+        """The logged result of a repeated request_id, if the request is the same one."""
+        differs = [name for name, same in (
+            ("verifier", row.verifier == resolved.verifier.name),
+            ("task_id", row.task_id == resolved.task_id),
+            ("task", row.task_hash == resolved.task_hash),
+            ("response", row.response_hash == sha256_text(response)),
+        ) if not same]
+        if differs:
+            raise RequestIdConflict(f"request_id: {row.request_id!r} was already used for a different request "
+                                    f"(record {row.id}: different {', '.join(differs)})")
+        return self.result_of(row)
+
+    # ------------------------------------------------------------------ groups
+
+    async def groups(self, req: GroupsRequest, caller: Caller, idempotency_key: str | None = None,
+                     eval_id: str | None = None) -> GroupsResponse:
+        """Check limits, resolve every task (a problem here rejects the whole request,
+        naming the group), verify the groups concurrently (a task found invalid while
+        verifying fails only its own group), then log the records and answer."""
+        generations = [[generation_of(r) for r in group.responses] for group in req.groups]
+        self._check_group_limits(req, generations)
         body_hash = request_hash(req.model_dump(mode="json"))
         if idempotency_key is not None:
             stored = await anyio.to_thread.run_sync(self.store.idempotent_response, caller.key_id,
                                                     idempotency_key, body_hash)
             if stored is not None:
                 return GroupsResponse.model_validate(stored)
-        resolved = [self.resolve(group) for group in req.groups]
-        total = sum(len(group.responses) for group in req.groups)
-        self._admit(total)
-        try:
-            judged: list[list[Judged]] = [[] for _ in req.groups]
-
-            async def run(i: int) -> None:
-                judged[i] = await self._judge_async(resolved[i], req.groups[i].responses)
-
-            async with anyio.create_task_group() as tg:
-                for i in range(len(req.groups)):
-                    tg.start_soon(run, i)
-        finally:
-            self._release(total)
+        resolved = await anyio.to_thread.run_sync(self._resolve_groups, req)
+        judged = await self._judge_groups(req, resolved, generations)
         rows: list[RecordRow] = []
         out: list[GroupResult] = []
-        for group, res, group_judged in zip(req.groups, resolved, judged, strict=True):
-            group_id = group.group_id or uuid.uuid4().hex
-            group_rows = [self._row(res, response, j, caller, None, group_id, index)
-                          for index, (response, j) in enumerate(zip(group.responses, group_judged, strict=True))]
+        submission_id = uuid.uuid4().hex
+        for index, (group, res, verdicts) in enumerate(zip(req.groups, resolved, judged, strict=True)):
+            if isinstance(verdicts, GroupError):
+                out.append(self._failed_group(group, index, verdicts))
+                continue
+            group_rows, result = self._group_result(req, group, res, generations[index], verdicts, caller,
+                                                    (submission_id, len(rows)), eval_id)
             rows += group_rows
-            rewards = [r.reward for r in group_rows]
-            include = [r.verdict != Verdict.error.value for r in group_rows]
-            stats = group_advantages(rewards, include, req.advantage.scale, req.advantage.eps, req.advantage.bessel)
-            if stats.zero_variance:
-                self.metrics.inc("assay_zero_variance_groups_total", verifier=res.verifier.name)
-            out.append(GroupResult(group_id=group_id, results=[self.result_of(r) for r in group_rows],
-                                   rewards=rewards, advantages=stats.advantages, mean=stats.mean, std=stats.std,
-                                   zero_variance=stats.zero_variance, errors=len(rewards) - stats.counted))
+            out.append(result)
         response = GroupsResponse(groups=out)
+        used = [r for r, j in zip(resolved, judged, strict=True) if not isinstance(j, GroupError)]
+        return await self._log_groups(response, rows, used, caller, idempotency_key, body_hash)
+
+    def _check_group_limits(self, req: GroupsRequest, generations: list[list[Generation]]) -> None:
+        s = self.settings
+        if len(req.groups) > s.max_groups:
+            raise RequestInvalid(f"groups: {len(req.groups)} groups; the limit is {s.max_groups}")
+        generations = [[generation_of(r) for r in group.responses] for group in req.groups]
+        for gi, group in enumerate(req.groups):
+            if len(group.responses) > s.max_group_size:
+                raise RequestInvalid(
+                    f"groups[{gi}].responses: {len(group.responses)} responses; the limit is {s.max_group_size}")
+            self._check_responses(generations[gi], f"groups[{gi}].responses")
+
+    def _resolve_groups(self, req: GroupsRequest) -> list[Resolved]:
+        """Blocking (registered tasks are read from the store). Errors name the group."""
+        resolved = []
+        for gi, group in enumerate(req.groups):
+            try:
+                resolved.append(self.resolve(group))
+            except TaskInvalid as exc:
+                # Every "task.x: ..." part of the message gets the group's place in front.
+                message = _TASK_PARTS.sub(rf"\1groups[{gi}].\2", str(exc))
+                raise TaskInvalid(message, field=f"groups[{gi}].{exc.field}") from None
+            except (UnknownVerifier, RequestInvalid) as exc:
+                where = "" if str(exc).startswith("verifier:") else "verifier: "
+                raise type(exc)(f"groups[{gi}].{where}{exc}") from None
+            except TaskNotFound as exc:
+                raise TaskNotFound(f"groups[{gi}].task_id: {exc}") from None
+        return resolved
+
+    async def _judge_groups(self, req: GroupsRequest, resolved: list[Resolved],
+                            generations: list[list[Generation]]) -> list[list[Judged] | GroupError]:
+        """Verify every group concurrently. A task found invalid fails its own group only;
+        a busy or missing sandbox aborts the whole request (503, nothing logged)."""
+
+        def group(index: int) -> Callable[[], Awaitable[list[Judged] | GroupError]]:
+            async def run() -> list[Judged] | GroupError:
+                try:
+                    return await self._judge_async(resolved[index], [g.text for g in generations[index]])
+                except TaskInvalid as exc:
+                    shown = self.caller_facing(resolved[index], exc)
+                    return GroupError(index=index, field=f"groups[{index}].{shown.field}", message=str(shown))
+            return run
+
+        total = sum(len(g.responses) for g in req.groups)
+        self._admit(total)
+        try:
+            return await gather_or_abort([group(i) for i in range(len(req.groups))])
+        finally:
+            self._release(total)
+
+    def _group_result(self, req: GroupsRequest, group: GroupSpec, resolved: Resolved, generations: list[Generation],
+                      judged: list[Judged], caller: Caller, submission: tuple[str, int],
+                      eval_id: str | None) -> tuple[list[RecordRow], GroupResult]:
+        """`submission`: the request's submission id and the index of this group's first response in it.
+        Responses whose verdict is `error`, or masked by the truncation policy, are left out of the
+        group statistics."""
+        group_id = group.group_id or uuid.uuid4().hex
+        submission_id, offset = submission
+        rows = [self._row(resolved, gen, j, caller, None, group_id, index, (submission_id, offset + index), eval_id)
+                for index, (gen, j) in enumerate(zip(generations, judged, strict=True))]
+        rewards = [r.reward for r in rows]
+        include = [r.verdict != Verdict.error.value and not r.masked for r in rows]
+        stats = group_advantages(rewards, include, req.advantage.scale, req.advantage.eps, req.advantage.bessel)
+        # The record keeps what the caller was told about its group (the viewer shows it).
+        for row, advantage in zip(rows, stats.advantages, strict=True):
+            row.advantage, row.group_mean, row.group_std = advantage, stats.mean, stats.std
+            row.group_zero_variance = stats.zero_variance
+        if stats.zero_variance:
+            self.metrics.inc("assay_zero_variance_groups_total", verifier=resolved.verifier.name)
+        return rows, GroupResult(group_id=group_id, results=[self.result_of(r) for r in rows], rewards=rewards,
+                                 advantages=stats.advantages, mean=stats.mean, std=stats.std,
+                                 zero_variance=stats.zero_variance,
+                                 errors=sum(r.verdict == Verdict.error.value for r in rows),
+                                 masked=sum(bool(r.masked) for r in rows))
+
+    @staticmethod
+    def _failed_group(group: GroupSpec, index: int, error: GroupError) -> GroupResult:
+        """A group whose task turned out invalid: no record, no reward, no advantage."""
+        n = len(group.responses)
+        return GroupResult(group_id=group.group_id or uuid.uuid4().hex, results=[], rewards=[None] * n,
+                           advantages=[None] * n, mean=None, std=None, zero_variance=False, errors=n, error=error)
+
+    async def _log_groups(self, response: GroupsResponse, rows: list[RecordRow], resolved: list[Resolved],
+                          caller: Caller, idempotency_key: str | None, body_hash: str) -> GroupsResponse:
         idem = None
         if idempotency_key is not None:
             idem = IdempotencyRow(caller_key_id=caller.key_id, key=idempotency_key, request_hash=body_hash,
@@ -314,7 +429,8 @@ class Engine:
             await anyio.to_thread.run_sync(self.store.append, rows, [self._blob(r) for r in resolved], idem)
         except Exception as exc:
             if idempotency_key is not None and is_integrity_error(exc):
-                stored = self.store.idempotent_response(caller.key_id, idempotency_key, body_hash)
+                stored = await anyio.to_thread.run_sync(self.store.idempotent_response, caller.key_id,
+                                                        idempotency_key, body_hash)
                 if stored is not None:  # a concurrent retry of the same request won
                     return GroupsResponse.model_validate(stored)
             raise
@@ -322,21 +438,26 @@ class Engine:
 
     # ----------------------------------------------------------------- replay
 
-    def replay(self, record_id: str) -> ReplayOut:
-        row = self.store.record(record_id)
+    async def replay(self, record_id: str) -> ReplayOut:
+        """Re-run a record's logged inputs through the executor (never on the replica under `ray`)."""
+        row = await anyio.to_thread.run_sync(self.store.record, record_id)
         if row is None:
             raise TaskNotFound(f"record {record_id!r} not found")
         if row.response is None:
             raise RequestInvalid("record: the response was not retained (retention=hash_only); cannot replay")
-        blob = self.store.task_blob(row.task_hash)
+        blob = await anyio.to_thread.run_sync(self.store.task_blob, row.task_hash)
         if blob is None:
             raise TaskNotFound(f"task content for record {record_id!r} is missing")
         verifier = registry.get(row.verifier)
         task = verifier.parse_task(blob.task)
         resolved = Resolved(verifier, task, row.task_id, row.task_hash, blob.task)
-        judged = self.judge(resolved, [row.response])[0]
-        reward = judged.outcome.reward(task)
-        return ReplayOut(record_id=row.id, original_verdict=row.verdict, replayed_verdict=judged.outcome.verdict.value,
+        try:
+            judged = (await self._judge_async(resolved, [row.response]))[0]
+        except TaskInvalid as exc:
+            raise self.caller_facing(resolved, exc) from None
+        outcome = apply_policies(task, Generation(row.response, row.tokens, row.finish_reason), judged.outcome)
+        reward = outcome.reward(task)
+        return ReplayOut(record_id=row.id, original_verdict=row.verdict, replayed_verdict=outcome.verdict.value,
                          original_reward=row.reward, replayed_reward=reward,
-                         same_verdict=row.verdict == judged.outcome.verdict.value,
+                         same_verdict=row.verdict == outcome.verdict.value,
                          same_version=row.verifier_version == verifier.version, verifier_version=verifier.version)

@@ -3,20 +3,70 @@ settings (group size, response length) are checked by the engine with clear mess
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Verdict = Literal["correct", "incorrect", "invalid_format", "violation", "timeout", "error"]
+from verifiers import registry
+from verifiers.base import Verdict
+
+if TYPE_CHECKING:
+    from service.store import RecordRow
 
 
-class _Strict(BaseModel):
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate_path(value: Any, path: str = "") -> str | None:
+    """Where a JSON value holds a lone surrogate (JSON's `\\ud800` escapes allow them,
+    but they are not Unicode text: they cannot be hashed, stored or sent to a sandbox)."""
+    if isinstance(value, str):
+        return path if _LONE_SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and _LONE_SURROGATE.search(key):
+                return where
+            found = lone_surrogate_path(item, where)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = lone_surrogate_path(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+class UnicodeText(BaseModel):
+    """Request bodies whose strings must be valid Unicode; the error names the field."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        where = lone_surrogate_path(data)
+        if where is not None:
+            raise ValueError(f"{where or 'body'}: holds a lone surrogate (\\ud800-\\udfff), which is not valid "
+                             "Unicode text")
+        return data
+
+
+class _Strict(UnicodeText):
     model_config = ConfigDict(extra="forbid")
 
 
+def _known_verifiers(schema: dict[str, Any]) -> None:
+    schema["enum"] = registry.names()
+
+
 class TaskRef(_Strict):
-    verifier: str = Field(description="Verifier name, e.g. `math`, `code`, `sql`, `tool_state`.")
+    # The document says what the validator enforces: one of `task` or `task_id`.
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["task"]}, {"required": ["task_id"]}]})
+
+    verifier: str = Field(description="Verifier name, e.g. `math`, `code`, `sql`, `tool_state`.",
+                          json_schema_extra=_known_verifiers)
     task: dict[str, Any] | None = Field(None, description="The task inline (see GET /v1/verifiers for schemas).")
     task_id: str | None = Field(None, max_length=200, description="A registered task's id instead of `task`.")
 
@@ -27,8 +77,20 @@ class TaskRef(_Strict):
         return self
 
 
+class GenerationIn(_Strict):
+    text: str = Field(description="The model output to judge.")
+    tokens: int | None = Field(None, ge=0, le=10_000_000, description="Tokens the policy generated.")
+    finish_reason: str | None = Field(
+        None, max_length=32, description='Why generation stopped: "stop", "length" (hit the limit: flagged '
+                                         '`truncated`, see the task\'s `truncation` policy), ...')
+
+
+# A response is the text alone, or the text with the generation's facts.
+ResponseIn = str | GenerationIn
+
+
 class VerifyRequest(TaskRef):
-    response: str = Field(description="The model output to judge.")
+    response: ResponseIn = Field(description="The model output to judge (a string or {text, tokens, finish_reason}).")
     request_id: str | None = Field(
         None, max_length=200,
         description="Caller's id for this verification; repeating it returns the logged result, not a new one.",
@@ -49,10 +111,15 @@ class VerifyResult(BaseModel):
     components: dict[str, ComponentOut]
     evidence: dict[str, Any]
     flags: list[str] = []
+    flag_evidence: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per flag: what the detector saw.")
     duration_ms: float
     task_id: str | None = None
     task_hash: str
     request_id: str | None = None
+    tokens: int | None = None
+    finish_reason: str | None = None
+    masked: bool = Field(False, description="Left out of the group statistics by the task's truncation policy.")
 
 
 class AdvantageOptions(_Strict):
@@ -62,7 +129,7 @@ class AdvantageOptions(_Strict):
 
 
 class GroupSpec(TaskRef):
-    responses: list[str] = Field(min_length=1)
+    responses: list[ResponseIn] = Field(min_length=1)
     group_id: str | None = Field(None, max_length=64, description="Optional caller id for the group.")
 
 
@@ -71,15 +138,29 @@ class GroupsRequest(_Strict):
     advantage: AdvantageOptions = AdvantageOptions()
 
 
+class GroupError(BaseModel):
+    """Why a group has no results: its task turned out invalid while being verified."""
+
+    index: int = Field(description="The group's position in the request.")
+    field: str = Field(description="The part of the request at fault, e.g. `groups[2].task.answer`.")
+    message: str
+
+
 class GroupResult(BaseModel):
     group_id: str
-    results: list[VerifyResult]
-    rewards: list[float]
-    advantages: list[float | None] = Field(description="None for responses whose verdict is `error`.")
+    results: list[VerifyResult] = Field(description="One per response; empty when the group is in `error`.")
+    rewards: list[float | None] = Field(description="None for every response of a group in `error`.")
+    advantages: list[float | None] = Field(
+        description="None for responses whose verdict is `error`, masked responses, and every response of a group "
+                    "in `error`.")
     mean: float | None
     std: float | None
     zero_variance: bool
-    errors: int = Field(description="Responses excluded from the statistics because their verdict is `error`.")
+    errors: int = Field(description="Responses excluded from the statistics: those whose verdict is `error`, "
+                                    "or all of them when the group is in `error`.")
+    masked: int = Field(0, description="Responses excluded by the task's truncation policy `mask`.")
+    error: GroupError | None = Field(None, description="Set when the group's task was found invalid while "
+                                                       "verifying: no record, reward or advantage was computed.")
 
 
 class GroupsResponse(BaseModel):
@@ -88,7 +169,7 @@ class GroupsResponse(BaseModel):
 
 class TaskRegistration(_Strict):
     task_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/-]+$")
-    verifier: str
+    verifier: str = Field(json_schema_extra=_known_verifiers)
     task: dict[str, Any]
 
 
@@ -118,11 +199,30 @@ class RecordOut(BaseModel):
     verdict: Verdict
     evidence: dict[str, Any]
     flags: list[str]
+    flag_evidence: dict[str, dict[str, Any]] = {}
     sandbox_backend: str
     usage: dict[str, Any] | None
     duration_ms: float
     group_id: str | None
     group_index: int | None
+    tokens: int | None = None
+    finish_reason: str | None = None
+    masked: bool = False
+    eval_id: str | None = None
+
+
+def record_out(row: RecordRow) -> RecordOut:
+    """A stored record as the API shows it."""
+    return RecordOut(
+        id=row.id, seq=row.seq, created_at=row.created_at, request_id=row.request_id,
+        caller_key_id=row.caller_key_id, task_id=row.task_id, task_hash=row.task_hash, task=row.task_public,
+        verifier=row.verifier, verifier_version=row.verifier_version, response_hash=row.response_hash,
+        response=row.response, components=row.components, reward=row.reward, verdict=row.verdict,
+        evidence=row.evidence, flags=row.flags or [], sandbox_backend=row.sandbox_backend, usage=row.usage,
+        duration_ms=row.duration_ms, group_id=row.group_id, group_index=row.group_index,
+        flag_evidence=row.flag_evidence or {}, tokens=row.tokens, finish_reason=row.finish_reason,
+        masked=bool(row.masked), eval_id=row.eval_id,
+    )
 
 
 class RecordPage(BaseModel):

@@ -26,12 +26,21 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    cast,
     create_engine,
+    delete,
     event,
+    exists,
+    false,
+    func,
     select,
 )
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.sql.elements import ColumnElement
 
 from service import migrations
 
@@ -52,7 +61,16 @@ class RecordRow(Base):
         Index("ix_records_verifier", "verifier"),
         Index("ix_records_group", "group_id"),
         Index("ix_records_task", "task_id"),
+        # Keyset pages of the viewer: a filter or sort column, then seq as the tie-breaker.
+        Index("ix_records_verifier_seq", "verifier", "seq"),
+        Index("ix_records_verdict_seq", "verdict", "seq"),
+        Index("ix_records_caller_seq", "caller_key_id", "seq"),
+        Index("ix_records_reward_seq", "reward", "seq"),
+        Index("ix_records_duration_seq", "duration_ms", "seq"),
         UniqueConstraint("caller_key_id", "request_id", name="uq_records_caller_request"),
+        # One record per response of a request, whatever an executor (a Ray task) retried.
+        # A unique index, not a constraint: SQLite adds one without rebuilding the table.
+        Index("uq_records_submission_index", "submission_id", "submission_index", unique=True),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -77,6 +95,51 @@ class RecordRow(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     group_id: Mapped[str | None] = mapped_column(String(64))
     group_index: Mapped[int | None] = mapped_column(Integer)
+    # The request that produced the record (one id per /v1/verify or /v1/groups call) and
+    # the response's position in it.
+    submission_id: Mapped[str | None] = mapped_column(String(32))
+    submission_index: Mapped[int | None] = mapped_column(Integer)
+    # What the caller was told about the group, as it was told (the advantage options are per request).
+    advantage: Mapped[float | None] = mapped_column(Float)
+    group_mean: Mapped[float | None] = mapped_column(Float)
+    group_std: Mapped[float | None] = mapped_column(Float)
+    group_zero_variance: Mapped[bool | None] = mapped_column(Boolean)
+    # Inspection (issue 12): flag evidence by name, generation facts, mask, evaluation run.
+    flag_evidence: Mapped[dict | None] = mapped_column(JSON)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    masked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    eval_id: Mapped[str | None] = mapped_column(String(32), index=True)
+
+
+class LabelRow(Base):
+    """A reviewer's label on a record. Append-only, like records: a new label supersedes."""
+
+    __tablename__ = "labels"
+    __table_args__ = (Index("ix_labels_record", "record_id"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    record_id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    author: Mapped[str] = mapped_column(String(200))
+    author_key_id: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(16))  # agree | disagree | exploit
+    corrected_verdict: Mapped[str | None] = mapped_column(String(32))
+    pattern: Mapped[str | None] = mapped_column(String(100))
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class EvalRow(Base):
+    """A held-out evaluation run; its records carry its id. Written once."""
+
+    __tablename__ = "evals"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    name: Mapped[str] = mapped_column(String(200))
+    checkpoint: Mapped[str] = mapped_column(String(200))
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    # {family: [{"task_key", "record_ids": [...]}]}: which records answer which task.
+    layout: Mapped[dict] = mapped_column(JSON)
 
 
 class TaskBlobRow(Base):
@@ -117,6 +180,36 @@ class IdempotencyRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 
+class EnvSessionRow(Base):
+    """A `/v1/envs` environment session, shared by every API replica. Not an audit record:
+    rows change as calls are made and go once they expire."""
+
+    __tablename__ = "env_sessions"
+    __table_args__ = (Index("ix_env_sessions_caller", "caller_key_id"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    caller_key_id: Mapped[str] = mapped_column(String(64))
+    opened: Mapped[dict] = mapped_column(JSON)  # the open request: verifier and task or task_id
+    calls: Mapped[list] = mapped_column(JSON)  # the calls made so far, as sent
+    trace_chars: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped by every change: a replica writes only over the version it read.
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    touched_at: Mapped[float] = mapped_column(Float)  # the session clock's time of the last use
+    finishing_since: Mapped[float | None] = mapped_column(Float)
+    result: Mapped[dict | None] = mapped_column(JSON)
+
+
+class UiSessionRow(Base):
+    """A signed-in viewer session: the cookie holds a random token, the table its hash."""
+
+    __tablename__ = "ui_sessions"
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(64))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class TaskConflict(Exception):
     """A task id is already registered with different content."""
 
@@ -139,13 +232,16 @@ class AuditStore:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         # A new database is created at head; one behind head is refused (`assay db upgrade`).
         migrations.prepare(self.engine)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._units_of_work = sessionmaker(self.engine, expire_on_commit=False)
 
-    def session(self) -> Session:
-        return self._sessions()
+    def db(self) -> Session:
+        """A database unit of work (SQLAlchemy's ORM Session): use as `with store.db() as s`.
+        Named apart from the other sessions in Assay (sandbox call sessions, resident servers,
+        environment sessions)."""
+        return self._units_of_work()
 
     def ping(self) -> None:
-        with self.session() as s:
+        with self.db() as s:
             s.execute(select(1))
 
     # ------------------------------------------------------------------ records
@@ -153,31 +249,30 @@ class AuditStore:
     def append(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
                idempotency: IdempotencyRow | None = None) -> None:
         """Write records (and the idempotent response) in one durable transaction."""
-        with self.session() as s, s.begin():
-            for blob in {b.task_hash: b for b in blobs}.values():
-                if s.get(TaskBlobRow, blob.task_hash) is None:
-                    s.add(blob)
+        with self.db() as s, s.begin():
+            _add_blobs(s, blobs)
             s.add_all(rows)
             if idempotency is not None:
                 s.add(idempotency)
 
     def record(self, record_id: str) -> RecordRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.scalar(select(RecordRow).where(RecordRow.id == record_id))
 
     def record_by_request(self, caller_key_id: str, request_id: str) -> RecordRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.scalar(select(RecordRow).where(RecordRow.caller_key_id == caller_key_id,
                                                     RecordRow.request_id == request_id))
 
     def query(self, *, verifier: str | None = None, verdict: str | None = None, group_id: str | None = None,
               task_id: str | None = None, task_hash: str | None = None, flag: str | None = None,
+              eval_id: str | None = None,
               since: datetime | None = None, until: datetime | None = None,
               after_seq: int | None = None, limit: int = 100) -> list[RecordRow]:
         stmt = select(RecordRow).order_by(RecordRow.seq)
         for column, value in ((RecordRow.verifier, verifier), (RecordRow.verdict, verdict),
                               (RecordRow.group_id, group_id), (RecordRow.task_id, task_id),
-                              (RecordRow.task_hash, task_hash)):
+                              (RecordRow.task_hash, task_hash), (RecordRow.eval_id, eval_id)):
             if value is not None:
                 stmt = stmt.where(column == value)
         if since is not None:
@@ -186,17 +281,24 @@ class AuditStore:
             stmt = stmt.where(RecordRow.created_at < until)
         if after_seq is not None:
             stmt = stmt.where(RecordRow.seq > after_seq)
-        if flag is None:
-            with self.session() as s:
-                return list(s.scalars(stmt.limit(limit)))
-        # Flags are a JSON list; filter portably in Python, page by page.
-        found: list[RecordRow] = []
-        with self.session() as s:
-            for row in s.scalars(stmt).yield_per(500):
-                if flag in (row.flags or []):
-                    found.append(row)
-                    if len(found) >= limit:
-                        break
+        if flag is not None:
+            stmt = stmt.where(self.has_flag(flag))
+        with self.db() as s:
+            return list(s.scalars(stmt.limit(limit)))
+
+    def has_flag(self, flag: str) -> ColumnElement[bool]:
+        """SQL condition: the record's JSON list of flags contains `flag`."""
+        if self.engine.dialect.name == "postgresql":
+            return cast(RecordRow.flags, JSONB).contains([flag])
+        each = func.json_each(RecordRow.flags).table_valued("value")
+        return exists(select(1).select_from(each).where(each.c.value == flag))
+
+    def records_by_ids(self, ids: list[str]) -> dict[str, RecordRow]:
+        found: dict[str, RecordRow] = {}
+        with self.db() as s:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                found.update((r.id, r) for r in s.scalars(select(RecordRow).where(RecordRow.id.in_(chunk))))
         return found
 
     def iter_all(self, **filters: Any) -> Iterator[RecordRow]:
@@ -209,26 +311,30 @@ class AuditStore:
             after = page[-1].seq
 
     def task_blob(self, task_hash: str) -> TaskBlobRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.get(TaskBlobRow, task_hash)
 
     # -------------------------------------------------------------------- tasks
 
     def register_task(self, task_id: str, verifier: str, task_hash: str, task: dict[str, Any]) -> bool:
         """Register a task id. Same content again is a no-op (False); other content conflicts."""
-        with self.session() as s, s.begin():
+        try:
+            with self.db() as s, s.begin():
+                if s.get(RegisteredTaskRow, task_id) is None:
+                    _add_blobs(s, [TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task)])
+                    s.add(RegisteredTaskRow(task_id=task_id, verifier=verifier, task_hash=task_hash))
+                    return True
+        except IntegrityError:
+            pass  # a concurrent registration of the same id won: compare with it
+        with self.db() as s:
             existing = s.get(RegisteredTaskRow, task_id)
-            if existing is not None:
-                if existing.task_hash != task_hash or existing.verifier != verifier:
-                    raise TaskConflict(f"task_id {task_id!r} is already registered with different content")
-                return False
-            if s.get(TaskBlobRow, task_hash) is None:
-                s.add(TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task))
-            s.add(RegisteredTaskRow(task_id=task_id, verifier=verifier, task_hash=task_hash))
-            return True
+        assert existing is not None
+        if existing.task_hash != task_hash or existing.verifier != verifier:
+            raise TaskConflict(f"task_id {task_id!r} is already registered with different content")
+        return False
 
     def registered_task(self, task_id: str) -> tuple[RegisteredTaskRow, TaskBlobRow] | None:
-        with self.session() as s:
+        with self.db() as s:
             row = s.get(RegisteredTaskRow, task_id)
             if row is None:
                 return None
@@ -237,23 +343,79 @@ class AuditStore:
             return row, blob
 
     def registered_tasks(self, limit: int = 100) -> list[RegisteredTaskRow]:
-        with self.session() as s:
+        with self.db() as s:
             return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
+
+    # ---------------------------------------------------------------- ui sessions
+
+    def add_ui_session(self, row: UiSessionRow) -> None:
+        with self.db() as s, s.begin():
+            s.add(row)
+
+    def ui_session(self, token_hash: str) -> UiSessionRow | None:
+        with self.db() as s:
+            row = s.get(UiSessionRow, token_hash)
+        if row is None or _aware(row.expires_at) <= _now():
+            return None
+        return row
+
+    def drop_ui_session(self, token_hash: str) -> None:
+        with self.db() as s, s.begin():
+            s.execute(delete(UiSessionRow).where(UiSessionRow.token_hash == token_hash))
+
+    # ------------------------------------------------------------------- labels
+
+    def add_label(self, label: LabelRow) -> None:
+        with self.db() as s, s.begin():
+            s.add(label)
+
+    def labels(self, record_ids: list[str] | None = None, verifier: str | None = None) -> list[LabelRow]:
+        """Labels in write order (all of a record's history), for some records or one verifier."""
+        stmt = select(LabelRow).order_by(LabelRow.seq)
+        if verifier is not None:
+            stmt = stmt.join(RecordRow, RecordRow.id == LabelRow.record_id).where(RecordRow.verifier == verifier)
+        with self.db() as s:
+            if record_ids is None:
+                return list(s.scalars(stmt))
+            out: list[LabelRow] = []
+            for start in range(0, len(record_ids), 500):
+                chunk = record_ids[start:start + 500]
+                out += s.scalars(stmt.where(LabelRow.record_id.in_(chunk)))
+            return sorted(out, key=lambda row: row.seq)
+
+    def labelled_record_ids(self) -> set[str]:
+        with self.db() as s:
+            return set(s.scalars(select(LabelRow.record_id).distinct()))
+
+    # -------------------------------------------------------------------- evals
+
+    def add_eval(self, row: EvalRow) -> None:
+        with self.db() as s, s.begin():
+            s.add(row)
+
+    def eval_run(self, eval_id: str) -> EvalRow | None:
+        with self.db() as s:
+            return s.get(EvalRow, eval_id)
+
+    def eval_runs(self, limit: int = 200) -> list[EvalRow]:
+        """The latest evaluation runs, newest first."""
+        with self.db() as s:
+            return list(s.scalars(select(EvalRow).order_by(EvalRow.created_at.desc()).limit(limit)))
 
     # --------------------------------------------------------------------- keys
 
     def add_key(self, key_id: str, secret_hash: str, scopes: list[str], name: str | None) -> None:
-        with self.session() as s, s.begin():
+        with self.db() as s, s.begin():
             s.add(ApiKeyRow(key_id=key_id, secret_hash=secret_hash, scopes=",".join(scopes), name=name))
 
     def key(self, key_id: str) -> ApiKeyRow | None:
-        with self.session() as s:
+        with self.db() as s:
             return s.get(ApiKeyRow, key_id)
 
     # -------------------------------------------------------------- idempotency
 
     def idempotent_response(self, caller_key_id: str, key: str, request_hash: str) -> dict[str, Any] | None:
-        with self.session() as s:
+        with self.db() as s:
             row = s.scalar(select(IdempotencyRow).where(IdempotencyRow.caller_key_id == caller_key_id,
                                                         IdempotencyRow.key == key))
         if row is None:
@@ -263,12 +425,37 @@ class AuditStore:
         return row.response
 
 
+def _add_blobs(s: Session, blobs: list[TaskBlobRow]) -> None:
+    """Store task contents by hash; one already stored (maybe by a concurrent request
+    this instant) is left as it is, so storing a task is idempotent."""
+    values = [{"task_hash": b.task_hash, "verifier": b.verifier, "task": b.task}
+              for b in {b.task_hash: b for b in blobs}.values()]
+    if not values:
+        return
+    dialect = s.get_bind().dialect.name
+    if dialect in _INSERT_IGNORING_DUPLICATES:
+        insert = _INSERT_IGNORING_DUPLICATES[dialect]
+        s.execute(insert(TaskBlobRow).values(values).on_conflict_do_nothing(index_elements=["task_hash"]))
+        return
+    for value in values:  # other databases: check first (not race-free)
+        if s.get(TaskBlobRow, value["task_hash"]) is None:
+            s.add(TaskBlobRow(**value))
+
+
+_INSERT_IGNORING_DUPLICATES = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were written in UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def is_integrity_error(exc: BaseException) -> bool:

@@ -60,7 +60,7 @@ class LiveServer:
             [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--log-level", self.log_level],
             env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180  # a loaded 2-core machine can take over a minute to start
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
@@ -70,6 +70,8 @@ class LiveServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
+        self.proc.kill()  # a server that never became ready must not outlive the test
+        self.proc.wait()
         raise RuntimeError(f"server did not become ready: {self.log_path.read_text()[-3000:]}")
 
     def stop(self) -> None:

@@ -79,3 +79,8 @@ def test_demo_reward_rises_from_chance(live_server, tmp_path) -> None:
     assert last > 0.35 and last > first + 0.25, (first, last)
     assert summary["eval_reward_last"] > summary["eval_reward_first"] + 0.3, summary
     assert all(r["reward_service/errors"] == 0 for r in rows)
+    # Held-out pass@k (an evaluation run) on the trained family and on one it never saw.
+    for family in ("units_digit_held_out", "mod5_never_trained"):
+        values = [summary[f"held_out/{family}/pass@{k}"] for k in (1, 2, 3, 4)]
+        assert values == sorted(values) and 0.0 <= values[0] <= values[-1] <= 1.0, (family, values)
+    assert summary["held_out/units_digit_held_out/pass@4"] > 0.5, summary

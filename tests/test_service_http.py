@@ -183,6 +183,18 @@ def test_records_filter_and_paginate(live_server: LiveServer):
         assert c.get("/v1/records", params={"verdict": "bogus"}).status_code == 422
 
 
+def wait_for_inflight(server: LiveServer, n: int, timeout_s: float = 60.0) -> None:
+    """Until the server's in-flight gauge reads at least n (the slow group was admitted)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = httpx.get(server.url + "/metrics", timeout=5).text
+        values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith("assay_inflight_responses ")]
+        if values and values[0] >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the server never had {n} responses in flight")
+
+
 def test_saturation_gets_503_with_retry_after(tmp_path):
     server = LiveServer(tmp_path, env={"ASSAY_MAX_INFLIGHT_RESPONSES": "4"})
     try:
@@ -196,7 +208,7 @@ def test_saturation_gets_503_with_retry_after(tmp_path):
 
         thread = threading.Thread(target=occupy)
         thread.start()
-        time.sleep(1.0)
+        wait_for_inflight(server, 4)
         with server.client() as c:
             r = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "1"}, "response": "1"})
         thread.join()

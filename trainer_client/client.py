@@ -29,6 +29,7 @@ from trainer_client.results import (
     Group,
     GroupResult,
     ResponseResult,
+    RewardError,
     RewardRequestError,
     client_error_result,
     merge_parts,
@@ -163,7 +164,7 @@ def plan_requests(groups: Sequence[Group], max_responses: int, max_groups: int =
 
 def _body(parts: list[_Part], scale: str, eps: float) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "groups": [{"verifier": p.group.verifier, **p.group.task_ref(), "responses": p.group.responses} for p in parts]
+        "groups": [p.group.payload() for p in parts]
     }
     if scale in ("group", "none"):  # the service scales per group or not at all; `batch` is the trainer's job
         body["advantage"] = {"scale": scale, "eps": eps}
@@ -183,7 +184,11 @@ def _parse_groups(parts: list[_Part], data: dict[str, Any]) -> list[GroupResult]
     raw = data.get("groups")
     if not isinstance(raw, list) or len(raw) != len(parts):
         raise RewardRequestError(200, f"malformed groups response: {str(data)[:300]}")
-    results = [GroupResult.model_validate(g) for g in raw]
+    # A group whose task the service found invalid has no results: its responses count as
+    # errors (no reward, no advantage), named by the service's message.
+    results = [_failed([p], "task_invalid", str(g["error"].get("message")))[0]
+               if isinstance(g, dict) and isinstance(g.get("error"), dict) else GroupResult.model_validate(g)
+               for p, g in zip(parts, raw, strict=True)]
     for p, r in zip(parts, results, strict=True):
         if len(r.results) != len(p.group.responses):
             raise RewardRequestError(200, "the service returned a different number of results than responses")
@@ -352,6 +357,17 @@ class RewardClient(_Base):
         result = client_error_result(reason, "request failed") if data is None else ResponseResult.model_validate(data)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result
+
+    def evaluate(self, name: str, checkpoint: str, families: dict[str, Iterable[GroupLike]]) -> dict[str, Any]:
+        """A held-out evaluation run (POST /v1/evals): each family's tasks with n responses
+        each. Returns the report: {"id", "name", "checkpoint", "families": {NAME: REPORT},
+        "overall": REPORT}, REPORT with pass_at_k, maj_at_k, mean_reward, ..."""
+        body = {"name": name, "checkpoint": checkpoint,
+                "families": {family: [g.payload() for g in _as_groups(groups)] for family, groups in families.items()}}
+        data, reason = self._post("/v1/evals", body)
+        if data is None:
+            raise RewardError(f"evaluation request failed after {self.retry.max_attempts} attempts: {reason}")
+        return data
 
 
 class AsyncRewardClient(_Base):

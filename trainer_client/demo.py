@@ -8,7 +8,8 @@ the task family "N%10=" (the units digit of N, a single-digit answer) from the m
 verifier's rewards alone. A completion is one token (`--max-new-tokens 1`), so at the
 start the reward is chance (1 in 16 tokens is the right digit); by about step 60 it is
 well above it. Held-out numbers test that it learned the rule (copy the digit before
-`%`), not a table.
+`%`), not a table. At the end, a held-out evaluation run (POST /v1/evals) reports pass@k
+on a task family it never trained on ("N%5=") beside the trained family's held-out numbers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 
 from trainer_client.client import RewardClient
 from trainer_client.loop import GRPOTrainer, TaskItem, TrainConfig, load_tasks
+from trainer_client.results import Generation
 from trainer_client.tiny import build_model, build_tokenizer
 
 ALPHABET = "0123456789%="
@@ -34,6 +36,29 @@ def make_tasks(n_train: int, n_eval: int, seed: int) -> tuple[list[TaskItem], li
     numbers = random.Random(seed).sample(range(10, 10_000), n_train + n_eval)
     items = [TaskItem(prompt=f"{n}%10=", verifier="math", task={"answer": str(n % 10)}) for n in numbers]
     return items[:n_train], items[n_train:]
+
+
+HELD_OUT_SAMPLES = 4
+
+
+def held_out_eval(trainer: GRPOTrainer, client: RewardClient, trained: list[TaskItem], seed: int,
+                  step: int) -> dict[str, object]:
+    """pass@k on the trained family's held-out numbers and on "N%5=", never trained on."""
+    numbers = random.Random(seed + 1).sample(range(10, 10_000), 20)
+    families = {"units_digit_held_out": trained[:20],
+                "mod5_never_trained": [TaskItem(prompt=f"{n}%5=", verifier="math", task={"answer": str(n % 5)})
+                                       for n in numbers]}
+    groups: dict[str, list] = {}
+    for family, items in families.items():
+        batch = trainer.generate([t.prompt for t in items], HELD_OUT_SAMPLES)
+        texts, lengths, cut = batch["texts"], batch["lengths"].tolist(), batch["truncated"].tolist()
+        groups[family] = []
+        for i, item in enumerate(items):
+            rows = range(i * HELD_OUT_SAMPLES, (i + 1) * HELD_OUT_SAMPLES)
+            groups[family].append(item.group([Generation(text=texts[r], tokens=int(lengths[r]),
+                                                         finish_reason="length" if cut[r] else "stop")
+                                              for r in rows]))
+    return client.evaluate("demo-held-out", f"step-{step}", groups)
 
 
 def write_jsonl(path: Path, items: list[TaskItem]) -> None:
@@ -79,6 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         trainer = GRPOTrainer(model, tokenizer, client, config, load_tasks(out / "train.jsonl"),
                               load_tasks(out / "eval.jsonl"))
         history = trainer.train()
+        report = held_out_eval(trainer, client, held_out, args.seed, len(history))
     k = max(1, min(5, len(history) // 4))
     evals = [h for h in history if "eval/reward" in h]
     summary = {
@@ -90,6 +116,9 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         "step_time_mean_s": sum(h["time/step_s"] for h in history) / len(history),
         "reward_time_mean_s": sum(h["time/reward_s"] for h in history) / len(history),
     }
+    for family, found in report["families"].items():  # type: ignore[union-attr]
+        for k, value in found["pass_at_k"].items():
+            summary[f"held_out/{family}/pass@{k}"] = value
     return summary
 
 

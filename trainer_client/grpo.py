@@ -12,9 +12,10 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from trainer_client.variance import ZERO_VARIANCE_SPAN
+
 Scale = Literal["group", "batch", "none"]
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
-ZERO_STD = 1e-8
 
 
 @dataclass
@@ -61,7 +62,12 @@ def compute_advantages(
         adv = centred
     else:
         raise ValueError(f"unknown scale {scale!r}")
-    return Advantages(adv.reshape(-1), mean, std, std < ZERO_STD, valid)
+    big = torch.finfo(r.dtype).max
+    span = (torch.where(valid.view(-1, group_size), r, -big).amax(dim=1)
+            - torch.where(valid.view(-1, group_size), r, big).amin(dim=1))
+    # The one definition (trainer_client.variance): fewer than two counted, or a tiny span.
+    zero_variance = (n < 2) | (span <= ZERO_VARIANCE_SPAN)
+    return Advantages(adv.reshape(-1), mean, std, zero_variance, valid)
 
 
 def token_logprobs(logits: Tensor, ids: Tensor) -> Tensor:

@@ -32,7 +32,7 @@ from trainer_client.grpo import (
     grpo_loss,
     token_logprobs,
 )
-from trainer_client.results import ErrorPolicy, Group, GroupResult
+from trainer_client.results import ErrorPolicy, Generation, Group, GroupResult
 
 
 class TaskItem(BaseModel):
@@ -51,7 +51,7 @@ class TaskItem(BaseModel):
             raise ValueError("a task item needs exactly one of `task` and `task_id`")
         return self
 
-    def group(self, responses: list[str]) -> Group:
+    def group(self, responses: list[str | Generation]) -> Group:
         return Group(verifier=self.verifier, task=self.task, task_id=self.task_id, responses=responses)
 
 

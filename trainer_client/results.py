@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trainer_client.variance import is_zero_variance
+
 ERROR = "error"
 
 
@@ -41,6 +43,17 @@ class RewardRequestError(RuntimeError):
         self.body = body
 
 
+class Generation(BaseModel):
+    """A response with what the trainer knows of its generation; `finish_reason="length"`
+    marks a response cut at the length limit (flagged `truncated` by the service)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    tokens: int | None = None
+    finish_reason: str | None = None
+
+
 class Group(BaseModel):
     """One task with G responses. Exactly one of `task` (inline) and `task_id` (registered)."""
 
@@ -49,7 +62,7 @@ class Group(BaseModel):
     verifier: str
     task: dict[str, Any] | None = None
     task_id: str | None = None
-    responses: list[str] = Field(min_length=1)
+    responses: list[str | Generation] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _one_task(self) -> Group:
@@ -59,6 +72,11 @@ class Group(BaseModel):
 
     def task_ref(self) -> dict[str, Any]:
         return {"task": self.task} if self.task is not None else {"task_id": self.task_id}
+
+    def payload(self) -> dict[str, Any]:
+        """The group as the service's /v1/groups takes it."""
+        responses = [r if isinstance(r, str) else r.model_dump(exclude_none=True) for r in self.responses]
+        return {"verifier": self.verifier, **self.task_ref(), "responses": responses}
 
 
 class ResponseResult(BaseModel):
@@ -75,10 +93,17 @@ class ResponseResult(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
     flags: list[str] = Field(default_factory=list)
     duration_ms: float | None = None
+    masked: bool = False
 
     @property
     def is_error(self) -> bool:
         return self.verdict == ERROR
+
+    def raw_correctness(self) -> float | None:
+        """The verifier's own correctness (before flag policies and shaping); None for errors."""
+        if self.is_error:
+            return None
+        return self.component_values().get("correctness", 1.0 if self.verdict == "correct" else 0.0)
 
     def component_values(self) -> dict[str, float]:
         """Components as name -> value, whichever of the two JSON shapes the service used."""
@@ -153,7 +178,7 @@ def group_stats(
         return [None] * len(rewards), None, None, True
     mean = sum(valid) / len(valid)
     std = math.sqrt(sum((r - mean) ** 2 for r in valid) / (len(valid) - 1)) if len(valid) > 1 else 0.0
-    zero_var = std < 1e-12
+    zero_var = is_zero_variance(valid)
     denom = (std + eps) if scale == "group" else 1.0
     advantages = [None if r is None else (r - mean) / denom for r in rewards]
     return advantages, mean, std, zero_var
@@ -164,6 +189,6 @@ def merge_parts(parts: list[GroupResult], *, scale: str = "group", eps: float = 
     if len(parts) == 1:
         return parts[0]
     results = [r for p in parts for r in p.results]
-    rewards = [None if r.is_error else r.reward for r in results]
+    rewards = [None if r.is_error or r.masked else r.reward for r in results]
     adv, mean, std, zero_var = group_stats(rewards, scale=scale, eps=eps)
     return GroupResult(results=results, rewards=rewards, advantages=adv, mean=mean, std=std, zero_variance=zero_var)

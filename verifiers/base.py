@@ -12,12 +12,13 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandboxes.base import Sandbox
 
@@ -34,7 +35,20 @@ class Verdict(StrEnum):
 
 
 class TaskInvalid(ValueError):
-    """The task itself is malformed or unusable (a client error, never a reward)."""
+    """The task itself is malformed or unusable (a client error, never a reward).
+
+    `field` names the part of the task at fault, as a dotted path from the request's
+    task (`task`, `task.answer`, ...). Without one, a message that starts with such a
+    path and a colon names it; otherwise the whole task is meant.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        leading = _TASK_PATH.match(message)
+        self.field = field or (leading.group(1) if leading else "task")
+
+
+_TASK_PATH = re.compile(r"^(task(?:\.[A-Za-z0-9_]+)*):")
 
 
 class UnknownVerifier(LookupError):
@@ -68,6 +82,12 @@ def soft(name: str, value: float) -> Component:
     return Component(name, min(1.0, max(0.0, float(value))), False)
 
 
+FlagAction = Literal["flag", "fail"]
+TruncationPolicy = Literal["score", "fail", "mask"]
+INSPECTION_DEFAULTS: dict[str, Any] = {"prompt": None, "flag_policy": {}, "truncation": "score"}
+FLAG_EVIDENCE_LIMIT = 500
+
+
 DEFAULT_WEIGHTS = {"correctness": 1.0, "resources": 0.0, "process": 0.0}
 
 
@@ -81,6 +101,15 @@ class TaskBase(BaseModel):
 
     failure_value: float = 0.0
     reward_weights: dict[str, float] | None = None
+    # Inspection options (see verifiers/inspection.py). At their defaults they are left out
+    # of the task hash, so tasks registered before they existed keep their identity.
+    prompt: str | None = Field(None, max_length=1_000_000,
+                               description="The prompt the policy saw; detectors compare the response to it.")
+    flag_policy: dict[str, FlagAction] = Field(
+        default_factory=dict, description='Per flag: "flag" (information, the default) or "fail" (a hard failure).')
+    truncation: TruncationPolicy = Field(
+        "score", description="A response cut at its length limit: `score` it as it is, `fail` it, or `mask` it "
+                             "(advantage null, left out of the group statistics).")
 
     def public_view(self) -> dict[str, Any]:
         """The task as it may be shown: hidden fields replaced by their hashes."""
@@ -91,7 +120,43 @@ class TaskBase(BaseModel):
         return data
 
     def task_hash(self) -> str:
-        return sha256_json(self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        for name, default in INSPECTION_DEFAULTS.items():
+            if name in data and data[name] == default and name not in type(self).own_fields():
+                del data[name]
+        return sha256_json(data)
+
+    @classmethod
+    def own_fields(cls) -> frozenset[str]:
+        """Fields a verifier's task model declares itself (e.g. the code task's `prompt`)."""
+        return frozenset(name for name in cls.model_fields
+                         if cls.model_fields[name] is not TaskBase.model_fields.get(name))
+
+
+class Flag(str):
+    """A named pattern a detector saw in one response, with bounded evidence of where.
+
+    A flag is its name (it equals, hashes and sorts as the string), so code that reads
+    flags as names keeps working; the evidence rides along."""
+
+    evidence: dict[str, Any]
+
+    def __new__(cls, name: str, evidence: dict[str, Any] | None = None) -> Flag:
+        made = super().__new__(cls, name)
+        made.evidence = dict(evidence or {})
+        return made
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"Flag({str(self)!r}, {self.evidence!r})"
+
+
+def flag(name: str, **evidence: Any) -> Flag:
+    """A flag whose evidence strings are clipped, so that records stay bounded."""
+    return Flag(name, {k: clip(v, FLAG_EVIDENCE_LIMIT) if isinstance(v, str) else v for k, v in evidence.items()})
 
 
 @dataclass
@@ -101,8 +166,22 @@ class Outcome:
     verdict: Verdict
     components: list[Component]
     evidence: dict[str, Any] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
+    # Plain names are accepted and become flags without evidence.
+    flags: list[Flag | str] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.flags = [f if isinstance(f, Flag) else Flag(f) for f in self.flags]
+
+    def flag_map(self) -> dict[str, dict[str, Any]]:
+        """Flags by name; a name seen twice keeps its first evidence."""
+        out: dict[str, dict[str, Any]] = {}
+        for f in self.flags:
+            out.setdefault(str(f), f.evidence if isinstance(f, Flag) else {})
+        return dict(sorted(out.items()))
+
+    def add_flags(self, flags: list[Flag]) -> None:
+        self.flags = [*self.flags, *flags]
 
     def reward(self, task: TaskBase) -> float:
         return score(self.components, task.reward_weights, task.failure_value, self.verdict)
@@ -160,6 +239,10 @@ class Verifier(abc.ABC):
     version: ClassVar[str]
     description: ClassVar[str] = ""
     task_model: ClassVar[type[TaskBase]]
+    # True when `verify_many` judges a group in one pass (shared sandbox set-up): the
+    # engine then hands it the whole group on one thread. False: the engine fans the
+    # responses out to threads, one `verify` call each.
+    judges_groups: ClassVar[bool] = False
 
     def parse_task(self, raw: dict[str, Any]) -> TaskBase:
         try:
@@ -172,7 +255,8 @@ class Verifier(abc.ABC):
         """Judge one response. Infrastructure failures raise SandboxError (-> `error`)."""
 
     def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
-        """Judge a group of responses to one task. Override to share sandbox set-up."""
+        """Judge a group of responses to one task. Override to share sandbox set-up, and
+        set `judges_groups = True` so that the engine calls it."""
         return [self.verify(task, response, ctx) for response in responses]
 
     def warm(self, ctx: VerifyContext) -> None:  # noqa: B027

@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.auth import Caller, require_scope
-from service.schemas import ErrorOut, GroupSpec, GroupsRequest
+from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn, TaskRef, UnicodeText
 from trainer_client.grouping import consecutive_runs
 
 router = APIRouter(prefix="/v1", tags=["trainer adapters"])
@@ -31,13 +31,14 @@ _reward_scope = require_scope("reward")
 _TRAILING_SPECIALS = re.compile(r"(?:\s*(?:<\|[A-Za-z0-9_]{1,40}\|>|</s>|<eos>|<pad>|<end_of_turn>))+\s*$")
 
 
-class OpenRLHFRequest(BaseModel):
+class OpenRLHFRequest(UnicodeText):
     model_config = ConfigDict(extra="allow")  # OpenRLHF versions add fields; ignore them
 
-    query: list[str] = Field(min_length=1, description="prompt + response, as OpenRLHF decodes them.")
+    query: list[ResponseIn] = Field(
+        min_length=1, description="prompt + response, as OpenRLHF decodes them; or {text, tokens, finish_reason}.")
     prompts: list[str] | None = Field(None, description="The prompts, to cut the response out of each query.")
-    labels: list[Any] | None = Field(
-        None, description="Per sample: the answer (math), or a JSON object {task_id} or {verifier, task}.")
+    labels: list[Any] = Field(
+        description="Per sample: the answer (math), or a JSON object {task_id} or {verifier, task}.")
 
 
 class OpenRLHFResponse(BaseModel):
@@ -64,6 +65,12 @@ def response_of(query: str, prompt: str | None) -> str:
     return _TRAILING_SPECIALS.sub("", text)
 
 
+def _cut(query: ResponseIn, prompt: str | None) -> ResponseIn:
+    if isinstance(query, str):
+        return response_of(query, prompt)
+    return query.model_copy(update={"text": response_of(query.text, prompt)})
+
+
 def task_of(label: Any, verifier: str, index: int) -> dict[str, Any]:
     """A label names a task: a registered id, an inline task, or (plain value) the answer."""
     if isinstance(label, str) and label.lstrip().startswith("{"):
@@ -78,6 +85,16 @@ def task_of(label: Any, verifier: str, index: int) -> dict[str, Any]:
     if label is None:
         raise HTTPException(422, f"labels[{index}]: missing label")
     return {"verifier": verifier, "task": {"answer": str(label)}}
+
+
+def checked_task(spec: dict[str, Any], index: int) -> dict[str, Any]:
+    """A label's task reference must have the shape of one (strings, an object task)."""
+    try:
+        TaskRef.model_validate(spec)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'label'}: {e['msg']}" for e in exc.errors())
+        raise HTTPException(422, f"labels[{index}]: {problems}") from None
+    return spec
 
 
 Chunk = list[tuple[dict[str, Any], list[int]]]
@@ -103,31 +120,36 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
         value = getattr(body, name)
         if value is not None and len(value) != n:
             raise HTTPException(422, f"{name}: {len(value)} items for {n} queries")
-    if body.labels is None:
-        raise HTTPException(422, "labels: required (the answer or task of each query)")
     prompts = body.prompts or [None] * n
-    responses = [response_of(q, p) for q, p in zip(body.query, prompts, strict=True)]
-    specs = [task_of(label, verifier, i) for i, label in enumerate(body.labels)]
+    responses = [_cut(q, p) for q, p in zip(body.query, prompts, strict=True)]
+    specs = [checked_task(task_of(label, verifier, i), i) for i, label in enumerate(body.labels)]
     engine = request.app.state.engine
     # OpenRLHF retries without an idempotency key: the body itself identifies a retry.
     base_key = "openrlhf:" + hashlib.sha256(
-        json.dumps([body.query, body.prompts, body.labels, verifier], default=str).encode()).hexdigest()
+        json.dumps([[q if isinstance(q, str) else q.model_dump() for q in body.query], body.prompts, body.labels,
+                    verifier], default=str).encode()).hexdigest()
     results: list[Any] = [None] * n
     chunks = _chunks(specs, engine.settings.max_groups, engine.settings.max_group_size)
     for ci, chunk in enumerate(chunks):
         req = GroupsRequest(groups=[GroupSpec(**spec, responses=[responses[i] for i in idx]) for spec, idx in chunk])
         answer = await engine.groups(req, caller, f"{base_key}:{ci}")
         for (_, idx), group in zip(chunk, answer.groups, strict=True):
+            if group.error is not None:
+                # The task was found invalid while verifying: those samples have no result.
+                if error_policy == "raise":
+                    raise HTTPException(422, f"labels[{idx[0]}]: {group.error.message}")
+                continue
             for i, result in zip(idx, group.results, strict=True):
                 results[i] = result
-    errors = [r.verdict == "error" for r in results]
+    errors = [r is None or r.verdict == "error" for r in results]
     if error_policy == "raise" and any(errors):
         raise HTTPException(503, f"{sum(errors)} responses could not be verified (verdict error)",
                             headers={"Retry-After": str(engine.settings.retry_after_s)})
     rewards = [0.0 if err else float(r.reward) for r, err in zip(results, errors, strict=True)]
     logs = {
-        "correct": [float(r.verdict == "correct") for r in results],
+        "correct": [float(r is not None and r.verdict == "correct") for r in results],
         "error": [float(e) for e in errors],
-        "format": [float(r.components["format"].value) if "format" in r.components else 1.0 for r in results],
+        "format": [(float(r.components["format"].value) if "format" in r.components else 1.0)
+                   if r is not None else 0.0 for r in results],
     }
     return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs=logs)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from datetime import datetime
+
+import anyio
+from fastapi import APIRouter, Depends, Query, Request
 
 from service.auth import Caller, require_scope
+from service.inspection_schemas import TaskStatsOut
 from service.schemas import ErrorOut, RegisteredTask, TaskRegistration, VerifierInfo
+from service.task_stats import task_stats
 from verifiers import registry
 
 router = APIRouter(prefix="/v1", tags=["tasks"])
+# Routes that read or write the store are plain functions: FastAPI runs them on its
+# thread pool, off the event loop.
 
 
 @router.get("/verifiers", response_model=list[VerifierInfo])
@@ -19,13 +26,27 @@ async def verifiers(_: Caller = Depends(require_scope("reward"))) -> list[Verifi
 
 @router.post("/tasks", response_model=RegisteredTask, status_code=201,
              responses={409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
-async def register_task(body: TaskRegistration, request: Request,
+def register_task(body: TaskRegistration, request: Request,
                         _: Caller = Depends(require_scope("admin"))) -> RegisteredTask:
     """Register a task under an id (idempotent for identical content; 409 for different content)."""
     return request.app.state.engine.register_task(body)
 
 
+# Declared before /tasks/{task_id:path}, which would otherwise take "stats" as an id.
+@router.get("/tasks/stats", response_model=TaskStatsOut)
+async def stats(request: Request, task_id: str | None = None, task_hash: str | None = None,
+                verifier: str | None = None, since: datetime | None = None, until: datetime | None = None,
+                limit: int = Query(1000, ge=1, le=10_000),
+                _: Caller = Depends(require_scope("audit"))) -> TaskStatsOut:
+    """Curriculum signals per task over a time window: attempts, raw pass rate,
+    zero-variance share of its groups, mean tokens, difficulty band."""
+    found = await anyio.to_thread.run_sync(lambda: task_stats(
+        request.app.state.store, task_id=task_id, task_hash=task_hash, verifier=verifier, since=since,
+        until=until, limit=limit))
+    return TaskStatsOut(tasks=found)
+
+
 @router.get("/tasks/{task_id:path}", response_model=RegisteredTask, responses={404: {"model": ErrorOut}})
-async def get_task(task_id: str, request: Request, _: Caller = Depends(require_scope("reward"))) -> RegisteredTask:
+def get_task(task_id: str, request: Request, _: Caller = Depends(require_scope("reward"))) -> RegisteredTask:
     """A registered task's public view."""
     return request.app.state.engine.registered(task_id)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandboxes.resident import close_resident_servers
 from verifiers.base import Component, Outcome, Verdict, Verifier, VerifyContext, clip, hard, sha256_text, soft
 from verifiers.code import candidate as candidate_side
 from verifiers.code import grader as grader_side
+from verifiers.code.detectors import SCAN, code_flags, start_scan
 from verifiers.code.extract import MAX_CODE_CHARS, extract_code, static_flags
 from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, TestRun, run_assert_test, run_io_case
 from verifiers.code.task import CodeTask
@@ -64,6 +66,9 @@ class CodeVerifier(Verifier):
         ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)
         ctx.sandbox.warm(GRADER_POOL, grader_side.PRELOAD)
 
+    def close(self, ctx: VerifyContext) -> None:
+        close_resident_servers(ctx.sandbox, SCAN.pool)
+
     def verify(self, task: CodeTask, response: str, ctx: VerifyContext) -> Outcome:  # type: ignore[override]
         code = extract_code(response)
         if code is None:
@@ -71,8 +76,11 @@ class CodeVerifier(Verifier):
         if len(code) > MAX_CODE_CHARS:
             return _invalid_format(f"code block longer than {MAX_CODE_CHARS} characters")
         program = f"{task.prompt}\n{code}" if task.prompt else code
+        scan = start_scan(task, code, ctx)
         runs, planned = self._run_tests(task, program, ctx)
-        return self._outcome(task, code, runs, planned)
+        outcome = self._outcome(task, code, runs, planned)
+        outcome.add_flags(code_flags(task, scan, set(outcome.flag_map())))
+        return outcome
 
     def _run_tests(self, task: CodeTask, program: str, ctx: VerifyContext) -> tuple[list[TestRun], int]:
         plan: list[tuple[str, bool, Any]] = []

@@ -13,6 +13,7 @@ import functools
 from typing import Any
 
 from verifiers.math.answer import Parsed, ParseFailure, TooLarge, parse_answer
+from verifiers.math.claims import check_claims
 from verifiers.math.compare import Policy, distinct, equivalent
 from verifiers.math.normalise import normalise
 
@@ -40,6 +41,13 @@ def _several(gold: Parsed) -> bool:
 
 
 def judge_one(item: dict[str, Any]) -> dict[str, Any]:
+    result = _judge(item)
+    if result.get("equal") and item.get("claims"):  # false_step: only a correct answer's working is checked
+        result["claims"] = check_claims(item["claims"])
+    return result
+
+
+def _judge(item: dict[str, Any]) -> dict[str, Any]:
     named_values = bool(item.get("named_values", True))
     policy = Policy(percent=item.get("percent", "either"), require_units=bool(item.get("require_units", False)))
     gold_texts = tuple(item.get("gold_candidates") or [item["gold"]])

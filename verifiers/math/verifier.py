@@ -9,6 +9,7 @@ from pydantic import Field
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
 from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.math.detectors import claims_of, host_flags, with_false_steps
 from verifiers.math.extract import Extraction, extract_answer, extract_gold
 from verifiers.registry import register
 
@@ -70,6 +71,7 @@ class MathVerifier(Verifier):
     version = "2.0.0"
     description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
     task_model = MathTask
+    judges_groups = True
 
     def warm(self, ctx: VerifyContext) -> None:
         ctx.sandbox.warm(SESSIONS.pool, PRELOAD)
@@ -85,8 +87,10 @@ class MathVerifier(Verifier):
         outcomes: dict[int, Outcome] = {}
         pending: list[Pending] = []
         gold = extract_gold(task.answer)
+        flags: dict[int, list[Any]] = {}
         for index, response in enumerate(responses):
             extraction = extract_answer(response, task.last_number_fallback)
+            flags[index] = host_flags(response, extraction.text, task.prompt)
             evidence = _extraction_evidence(extraction, gold)
             if len(extraction.candidates) > MAX_CANDIDATES:
                 outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
@@ -96,13 +100,15 @@ class MathVerifier(Verifier):
                 outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
                                           {**evidence, "reason": "no final answer found"})
             else:
-                pending.append((index, _request(task, gold, extraction), evidence))
+                pending.append((index, {**_request(task, gold, extraction), "claims": claims_of(response)}, evidence))
         if task.memory_mb == DEFAULT_MEMORY_MB:
             pending = self._judge_warm(task, pending, outcomes, ctx)
         # What no warm session could judge: fresh processes, which also pin a kill on its cause.
         while pending:
             session = ctx.sandbox.open(TARGET, None, _limits(task, len(pending)), pool=POOL, preload=PRELOAD)
             pending = self._judge_in(session, task, pending, outcomes)
+        for index, outcome in outcomes.items():
+            outcome.add_flags(flags[index])
         return [outcomes[i] for i in range(len(responses))]
 
     def _judge_warm(self, task: MathTask, pending: list[Pending],
@@ -155,8 +161,9 @@ class MathVerifier(Verifier):
                                    if k in result}}
         if status == "compared":
             equal = bool(result.get("equal"))
-            return Outcome(Verdict.correct if equal else Verdict.incorrect,
-                           [hard("format", True), hard("correctness", equal)], evidence)
+            outcome = Outcome(Verdict.correct if equal else Verdict.incorrect,
+                              [hard("format", True), hard("correctness", equal)], evidence)
+            return with_false_steps(outcome, result.get("claims"))
         if status == "multiple_answers":
             return Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
                            {**evidence, "reason": clip(str(result.get("message")), 300),

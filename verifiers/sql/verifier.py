@@ -19,6 +19,7 @@ from sandboxes.base import SandboxError
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.registry import register
 from verifiers.sql.compare import Comparison, Row, Tolerance, compare_results, multiset_difference, show_value
+from verifiers.sql.detectors import sql_flags
 from verifiers.sql.execution import Backend, Execution, Statement, StatementResult, TableDiff
 from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by
 from verifiers.sql.sqlite_backend import POOL, PRELOAD, SqliteBackend
@@ -72,6 +73,16 @@ def _outcome(verdict: Verdict, fmt: bool, compliant: bool, correct: bool, eviden
     return Outcome(verdict, components, evidence, flags or [], usage)
 
 
+def _failure_text(result: StatementResult, reveal_hidden: bool) -> str:
+    """What a failed statement reports. Database messages quote the data they tripped on
+    (a duplicate key, a bad cast), so a registered task's hidden instances get our own
+    words instead."""
+    if reveal_hidden:
+        return clip(result.error, 500)
+    return f"the statement failed on this instance ({result.kind}); the database's message is withheld " \
+           "because the task's instances are hidden"
+
+
 def _rows(rows: list[Row]) -> list[list[Any]]:
     return [[show_value(v) for v in row] for row in rows[:EVIDENCE_ROWS]]
 
@@ -85,6 +96,7 @@ class SqlVerifier(Verifier):
         "explicit rows or row predicates; SQLite runs sandboxed, Postgres under a read-only role."
     )
     task_model = SqlTask
+    judges_groups = True
 
     def __init__(self) -> None:
         self._gold = _Lru(GOLD_CACHE_SIZE)
@@ -134,7 +146,7 @@ class SqlVerifier(Verifier):
         distinct = list(dict.fromkeys(sql for _, sql in runnable))
         statements += [Statement(sql, predicate) for sql in distinct]
         execution = self._backend(task, ctx).execute(task, statements, ctx)
-        self._check_builds(task, execution)
+        self._check_builds(execution, ctx.reveal_hidden)
         if gold is None:
             gold = self._make_gold(task, execution)
             if gold is not None:
@@ -142,9 +154,10 @@ class SqlVerifier(Verifier):
         judged: dict[str, Outcome] = {}
         for position, sql in enumerate(distinct):
             results = [run.results[offset + position] for run in execution.instances]
-            judged[sql] = self._judge(task, sql, results, gold, execution)
+            judged[sql] = self._judge(task, sql, results, gold, execution, ctx.reveal_hidden)
         for index, sql in runnable:
-            outcomes[index] = copy.deepcopy(judged[sql])  # records must not share mutable evidence
+            outcomes[index] = outcome = copy.deepcopy(judged[sql])  # records must not share mutable evidence
+            outcome.add_flags(sql_flags(task, classify(sql, task.dialect, task.mode).statement))
         return [o for o in outcomes if o is not None]
 
     # ------------------------------------------------------------------ screening
@@ -200,13 +213,15 @@ class SqlVerifier(Verifier):
         if not found.ok or (task.mode == "mutation" and found.kind != "mutation"):
             wanted = "data change" if task.mode == "mutation" else "read-only query"
             # The gold may be hidden: name the problem, never the statement.
-            raise TaskInvalid(f"the gold is not a single {wanted} ({found.kind or 'query'})")
+            raise TaskInvalid(f"the gold is not a single {wanted} ({found.kind or 'query'})", field="task.gold")
 
     @staticmethod
-    def _check_builds(task: SqlTask, execution: Execution) -> None:
+    def _check_builds(execution: Execution, reveal_hidden: bool) -> None:
         for number, run in enumerate(execution.instances):
             if run.build_error is not None:
-                raise TaskInvalid(f"instance {number} failed to load: {clip(run.build_error, 300)}")
+                # The database's message quotes the instance script, hidden in a registered task.
+                detail = f": {clip(run.build_error, 300)}" if reveal_hidden else ""
+                raise TaskInvalid(f"instance {number} failed to load{detail}", field=f"task.instances.{number}")
 
     def _make_gold(self, task: SqlTask, execution: Execution) -> _Gold | None:
         if task.predicate is not None:
@@ -218,7 +233,8 @@ class SqlVerifier(Verifier):
             for number, result in enumerate(results):
                 if not result.ok:
                     detail = f": {clip(result.error, 300)}" if task.show_expected else ""
-                    raise TaskInvalid(f"the gold fails on instance {number} ({result.kind}){detail}")
+                    raise TaskInvalid(f"the gold fails on instance {number} ({result.kind}){detail}",
+                                      field="task.gold")
         if task.mode == "query" and all(not r.rows for r in results):
             # "Both empty" would reward any query that returns nothing, including broken ones.
             raise TaskInvalid("the expected result is empty on every instance; the task cannot tell answers apart")
@@ -245,7 +261,7 @@ class SqlVerifier(Verifier):
     # ------------------------------------------------------------------ judging
 
     def _judge(self, task: SqlTask, sql: str, results: list[StatementResult], gold: _Gold | None,
-               execution: Execution) -> Outcome:
+               execution: Execution, reveal_hidden: bool) -> Outcome:
         evidence: dict[str, Any] = {"sql": clip(sql, 1000), "instances": []}
         if gold is not None and task.mode == "query":
             evidence["order_matters"] = gold.order_matters
@@ -254,7 +270,7 @@ class SqlVerifier(Verifier):
         for number, result in enumerate(results):
             entry: dict[str, Any] = {"instance": number}
             if not result.ok:
-                entry.update(ok=False, failure=result.kind, error=clip(result.error, 500))
+                entry.update(ok=False, failure=result.kind, error=_failure_text(result, reveal_hidden))
                 failures.append(result.kind)
             elif task.predicate is not None:
                 entry.update(self._judge_predicate(task, result))

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sandboxes.base import CallEnded, CallResult, SandboxError
 from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, hard, sha256_json
 from verifiers.registry import register
+from verifiers.tool_state.detectors import tool_state_flags
 from verifiers.tool_state.runner import (
     CALL_LIMITS,
     CALL_POOL,
@@ -65,6 +66,7 @@ class ToolStateVerifier(Verifier):
         "final state, permissions on every call, and the values stated in the final message."
     )
     task_model = ToolStateTask
+    judges_groups = True
 
     def __init__(self, sessions: bool = True) -> None:
         # False: a fresh sandboxed process per call, never a warm replay session.
@@ -96,6 +98,7 @@ class ToolStateVerifier(Verifier):
                 outcomes[i] = _unparsed(str(exc), ["oversized_trace"])
         for chunk in _chunks(pending, responses):
             for i, outcome in zip(chunk, self._judge(task, [responses[i] for i in chunk], ctx), strict=True):
+                outcome.add_flags(tool_state_flags(responses[i], outcome.evidence))
                 outcomes[i] = outcome
         return [o for o in outcomes if o is not None]
 

@@ -1,0 +1,353 @@
+"""The viewer's routes: thin handlers over the store and the engine; HTML via render.page.
+
+Handlers are plain functions, so FastAPI runs their database work off the event loop.
+Every page's state lives in its URL (filters, sort, cursor), so any view can be pasted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import FileResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field, ValidationError
+
+from service.auth import Caller
+from service.engine import RequestInvalid, TaskNotFound
+from service.evals import compare, eval_report
+from service.inspection_schemas import LabelIn
+from service.review import add_label, label_out, review_queue
+from service.store import AuditStore
+from service.ui import bundle
+from service.ui.evidence import flag_evidence, highlight, is_hidden
+from service.ui.queries import (
+    SORTS,
+    VERDICTS,
+    BadCursor,
+    OverviewFilter,
+    QueryForm,
+    RecordFilter,
+    filter_choices,
+    group_view,
+    overview,
+    record_page,
+)
+from service.ui.render import STATIC, page
+from service.ui.sessions import (
+    LOGIN_CSRF_COOKIE,
+    SignInRefused,
+    Viewer,
+    csrf_ok,
+    current_viewer,
+    login_csrf_token,
+    set_login_csrf_cookie,
+    set_session_cookie,
+    sign_in,
+    sign_out,
+)
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+Model = TypeVar("Model", bound=BaseModel)
+REVIEW_SAMPLE = 3  # one per stratum: the page shows one of them
+STATIC_FILES = frozenset(p.relative_to(STATIC).as_posix() for p in STATIC.rglob("*") if p.is_file())
+
+
+def _store(request: Request) -> AuditStore:
+    return request.app.state.store
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path inside the viewer: never another site (open redirect) or a scheme."""
+    if target and target.startswith("/ui/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/ui/"
+
+
+def _to_sign_in(request: Request) -> RedirectResponse:
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/ui/?{urlencode({'next': here})}", status_code=303)
+
+
+def _parse(model: type[Model], request: Request) -> Model:
+    return model.model_validate(dict(request.query_params))
+
+
+def _invalid(request: Request, viewer: Viewer, exc: ValidationError | ValueError) -> Response:
+    if isinstance(exc, ValidationError):
+        message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+    else:
+        message = str(exc)
+    return page(request, "error.html", 422, viewer=viewer, title="Bad request", message=message)
+
+
+def _not_found(request: Request, viewer: Viewer, what: str) -> Response:
+    return page(request, "error.html", 404, viewer=viewer, title="Not found", message=f"{what} not found")
+
+
+def _forbidden(request: Request, viewer: Viewer | None, message: str) -> Response:
+    return page(request, "error.html", 403, viewer=viewer, title="Refused", message=message)
+
+
+# ------------------------------------------------------------------------ access
+
+@router.get("")
+def root() -> RedirectResponse:
+    return RedirectResponse("/ui/", status_code=307)
+
+
+@router.get("/")
+def overview_page(request: Request) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _sign_in_form(request, request.query_params.get("next"))
+    try:
+        f = _parse(OverviewFilter, request)
+    except ValidationError as exc:
+        return _invalid(request, viewer, exc)
+    data = overview(_store(request), f)
+    return page(request, "overview.html", viewer=viewer, data=data, f=f, choices=filter_choices())
+
+
+def _sign_in_form(request: Request, next_path: str | None, error: str | None = None, status: int = 200) -> Response:
+    token = login_csrf_token(request)
+    response = page(request, "sign_in.html", status, viewer=None, error=error, next=_safe_next(next_path),
+                    csrf_token=token)
+    set_login_csrf_cookie(response, request, token)
+    return response
+
+
+@router.post("/sign-in")
+def sign_in_post(request: Request, api_key: str = Form(""), csrf_token: str = Form(""),
+                 next: str = Form("/ui/")) -> Response:
+    if not csrf_ok(request, request.cookies.get(LOGIN_CSRF_COOKIE), csrf_token):
+        return _sign_in_form(request, next, "The form expired or came from another site; sign in again.", 403)
+    settings = request.app.state.engine.settings
+    try:
+        token = sign_in(_store(request), api_key, settings.ui_session_hours)
+    except SignInRefused as exc:
+        return _sign_in_form(request, next, f"Sign-in refused: {exc}.", 401)
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    set_session_cookie(response, request, token, settings.ui_session_hours)
+    return response
+
+
+@router.post("/sign-out")
+def sign_out_post(request: Request, csrf_token: str = Form("")) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return RedirectResponse("/ui/", status_code=303)
+    if not csrf_ok(request, viewer.csrf_token, csrf_token):
+        return _forbidden(request, viewer, "The form expired or came from another site (CSRF check failed).")
+    response = RedirectResponse("/ui/", status_code=303)
+    sign_out(_store(request), viewer, response)
+    return response
+
+
+# ------------------------------------------------------------------------ records
+
+@router.get("/records")
+def records_page(request: Request) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    try:
+        f = _parse(RecordFilter, request)
+        result = record_page(_store(request), f, request.query_params.get("after") or None)
+    except (ValidationError, BadCursor) as exc:
+        return _invalid(request, viewer, exc)
+    next_url = None
+    if result.next_cursor is not None:
+        next_url = "/ui/records?" + urlencode([*f.query_items(), ("after", result.next_cursor)])
+    return page(request, "records.html", viewer=viewer, f=f, rows=result.rows, next_url=next_url,
+                first_url="/ui/records?" + urlencode(f.query_items()), is_first=not request.query_params.get("after"),
+                export_url="/ui/export?" + urlencode(f.query_items()), sorts=list(SORTS),
+                choices=filter_choices())
+
+
+def _record_context(request: Request, viewer: Viewer, record_id: str) -> dict[str, Any] | None:
+    row = _store(request).record(record_id)
+    if row is None:
+        return None
+    task_fields = [(name, value, is_hidden(value)) for name, value in sorted((row.task_public or {}).items())]
+    return {"viewer": viewer, "r": row, "marked": highlight(row.response, row.evidence or {}),
+            "task_fields": task_fields, "flags": flag_evidence(row.flags or [], row.flag_evidence),
+            "labels": [label_out(label) for label in _store(request).labels([row.id])],
+            "verdicts": VERDICTS, "label_next": f"/ui/records/{row.id}", "replay": None, "replay_error": None}
+
+
+@router.get("/records/{record_id}")
+def record_page_view(request: Request, record_id: str) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    context = _record_context(request, viewer, record_id)
+    if context is None:
+        return _not_found(request, viewer, f"record {record_id!r}")
+    return page(request, "record.html", **context)
+
+
+@router.post("/records/{record_id}/replay")
+def replay_post(request: Request, record_id: str, csrf_token: str = Form("")) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    if not csrf_ok(request, viewer.csrf_token, csrf_token):
+        return _forbidden(request, viewer, "The form expired or came from another site (CSRF check failed).")
+    context = _record_context(request, viewer, record_id)
+    if context is None:
+        return _not_found(request, viewer, f"record {record_id!r}")
+    try:
+        context["replay"] = request.app.state.engine.replay(record_id)
+    except (RequestInvalid, TaskNotFound) as exc:
+        context["replay_error"] = str(exc)
+    return page(request, "record.html", **context)
+
+
+@router.get("/groups/{group_id}")
+def group_page(request: Request, group_id: str) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    group = group_view(_store(request), group_id)
+    if group is None:
+        return _not_found(request, viewer, f"group {group_id!r}")
+    marks = [highlight(r.response, r.evidence or {}) for r in group.rows]
+    return page(request, "group.html", viewer=viewer, g=group, marks=marks,
+                records_url="/ui/records?" + urlencode({"group": group_id, "sort": "oldest"}))
+
+
+# ------------------------------------------------------------------------ export
+
+@router.get("/export")
+def export(request: Request) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    try:
+        f = _parse(RecordFilter, request)
+    except ValidationError as exc:
+        return _invalid(request, viewer, exc)
+    limit = request.app.state.engine.settings.ui_export_max_records
+    data, name = bundle.build(_store(request), f, limit)
+    return Response(data, media_type="application/zip",
+                    headers={"Content-Disposition": f"attachment; filename=\"{quote(name)}\""})
+
+
+@router.get("/static/{name:path}")
+def static(name: str) -> Response:
+    if name not in STATIC_FILES:
+        return Response("not found", status_code=404, media_type="text/plain")
+    return FileResponse(STATIC / name, headers={"Cache-Control": "public, max-age=3600"})
+
+
+# ------------------------------------------------------------------------ review
+
+@router.post("/records/{record_id}/labels")
+def label_post(request: Request, record_id: str, csrf_token: str = Form(""), label: str = Form(""),
+               corrected_verdict: str = Form(""), pattern: str = Form(""), note: str = Form(""),
+               next: str = Form("")) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    if not csrf_ok(request, viewer.csrf_token, csrf_token):
+        return _forbidden(request, viewer, "The form expired or came from another site (CSRF check failed).")
+    if not viewer.may("review"):
+        return _forbidden(request, viewer, "Labelling needs a key with the 'review' scope.")
+    fields = {"label": label, "corrected_verdict": corrected_verdict or None, "note": note or None,
+              "pattern": (pattern or None) if label == "exploit" else None}
+    try:
+        body = LabelIn.model_validate(fields)
+        add_label(_store(request), record_id, body, Caller(viewer.key_id, viewer.scopes, viewer.name))
+    except ValidationError as exc:
+        return _invalid(request, viewer, exc)
+    except TaskNotFound:
+        return _not_found(request, viewer, f"record {record_id!r}")
+    return RedirectResponse(_safe_next(next) if next else f"/ui/records/{record_id}", status_code=303)
+
+
+class ReviewFilter(QueryForm):
+    verifier: str | None = Field(None, max_length=64)
+    flag: str | None = Field(None, max_length=100)
+    skip: str | None = Field(None, max_length=33 * 50, description="Record ids passed over, comma-separated.")
+
+
+@router.get("/review")
+def review_page(request: Request) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    if not viewer.may("review"):
+        return _forbidden(request, viewer, "The review queue needs a key with the 'review' scope.")
+    try:
+        f = _parse(ReviewFilter, request)
+    except ValidationError as exc:
+        return _invalid(request, viewer, exc)
+    skipped = [i for i in (f.skip or "").split(",") if i][-49:]
+    picked, available = review_queue(_store(request), f.verifier, f.flag, REVIEW_SAMPLE + len(skipped))
+    picked = [(stratum, row) for stratum, row in picked if row.id not in skipped]
+    here = {k: v for k, v in (("verifier", f.verifier), ("flag", f.flag)) if v}
+    context: dict[str, Any] = {"viewer": viewer, "verifier": f.verifier, "flag": f.flag, "available": available,
+                               "choices": filter_choices(), "r": None, "stratum": None}
+    if picked:
+        # Take the strata in turn: the item's position follows how many were labelled or skipped here.
+        stratum, row = picked[(sum(available.values()) + len(skipped)) % len(picked)]
+        context.update(_record_context(request, viewer, row.id) or {})
+        context.update(stratum=stratum, label_next="/ui/review?" + urlencode({**here, "skip": ",".join(skipped)}),
+                       skip_url="/ui/review?" + urlencode({**here, "skip": ",".join([*skipped, row.id])}))
+    return page(request, "review.html", **context)
+
+
+# ------------------------------------------------------------------------- evals
+
+@router.get("/evals")
+def evals_page(request: Request) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    return page(request, "evals.html", viewer=viewer, runs=_store(request).eval_runs())
+
+
+@router.get("/evals/compare")
+def evals_compare_form(request: Request, a: str = "", b: str = "") -> Response:
+    """The compare form's GET lands on the stable URL."""
+    return RedirectResponse(f"/ui/evals/{quote(a, safe='')}/compare/{quote(b, safe='')}", status_code=303)
+
+
+@router.get("/evals/{eval_id}")
+def eval_page(request: Request, eval_id: str) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    try:
+        report = eval_report(_store(request), eval_id)
+    except TaskNotFound:
+        return _not_found(request, viewer, f"evaluation {eval_id!r}")
+    return page(request, "eval.html", viewer=viewer, e=report)
+
+
+@router.get("/evals/{a_id}/compare/{b_id}")
+def eval_compare_page(request: Request, a_id: str, b_id: str) -> Response:
+    viewer = current_viewer(request)
+    if viewer is None:
+        return _to_sign_in(request)
+    store = _store(request)
+    runs = {i: store.eval_run(i) for i in (a_id, b_id)}
+    missing = [i for i, run in runs.items() if run is None]
+    if missing:
+        return _not_found(request, viewer, f"evaluation {missing[0]!r}")
+    result = compare(store, a_id, b_id)
+    families = sorted(result.families)
+    chart = {"labels": ["overall", *families],
+             "a": [_metric(result.overall, "pass@1", "a")] + [_metric(result.families[f], "pass@1", "a")
+                                                               for f in families],
+             "b": [_metric(result.overall, "pass@1", "b")] + [_metric(result.families[f], "pass@1", "b")
+                                                               for f in families],
+             "a_name": f"a: {runs[a_id].name} · {runs[a_id].checkpoint}",
+             "b_name": f"b: {runs[b_id].name} · {runs[b_id].checkpoint}"}
+    return page(request, "eval_compare.html", viewer=viewer, a=runs[a_id], b=runs[b_id], cmp=result, chart=chart)
+
+
+def _metric(family: Any, name: str, side: str) -> float | None:
+    difference = family.metrics.get(name)
+    return None if difference is None else getattr(difference, side)

@@ -1,0 +1,370 @@
+"""Read-only queries behind the viewer's pages: filtered keyset pages, groups, overview figures.
+
+Every list is a keyset page over an index (a sort column, then `seq`), so a page costs the
+same at record 10 and at record 1,000,000. Aggregates are computed by the database.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from sqlalchemy import Select, and_, case, cast, distinct, exists, func, select, true, tuple_
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import aliased
+
+from service.advantages import group_advantages
+from service.schemas import Verdict
+from service.store import AuditStore, LabelRow, RecordRow
+from verifiers import registry
+
+PAGE_SIZE = 50
+PREVIEW_CHARS = 160
+VERDICTS: tuple[str, ...] = Verdict.__args__  # type: ignore[attr-defined]
+LabelFilter = Literal["agree", "disagree", "exploit", "any", "none"]
+Sort = Literal["newest", "oldest", "reward_desc", "reward_asc", "slowest", "fastest"]
+# sort name -> (column, descending)
+SORTS: dict[str, tuple[Any, bool]] = {
+    "newest": (RecordRow.seq, True), "oldest": (RecordRow.seq, False),
+    "reward_desc": (RecordRow.reward, True), "reward_asc": (RecordRow.reward, False),
+    "slowest": (RecordRow.duration_ms, True), "fastest": (RecordRow.duration_ms, False),
+}
+_HASH = re.compile(r"^[0-9a-f]{64}$")
+
+
+class QueryForm(BaseModel):
+    """A page's query string: every field is optional; blank means 'any'; times are UTC unless marked."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("since", "until", check_fields=False)
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class RecordFilter(QueryForm):
+    """The records page's filter and sort."""
+
+    verifier: str | None = Field(None, max_length=64)
+    verdict: Verdict | None = None
+    flag: str | None = Field(None, max_length=100)
+    task: str | None = Field(None, max_length=200, description="A task id, or a task hash (64 hex digits).")
+    group: str | None = Field(None, max_length=64)
+    key: str | None = Field(None, max_length=64, description="The caller's API key id.")
+    label: LabelFilter | None = Field(None, description="The record's latest label; `none`: not labelled yet.")
+    eval: str | None = Field(None, max_length=32, description="Records of this evaluation run.")
+    since: datetime | None = None
+    until: datetime | None = None
+    sort: Sort = "newest"
+
+    def query_items(self, **overrides: Any) -> list[tuple[str, str]]:
+        """The filter as query parameters (for links that keep it)."""
+        values = {**self.model_dump(exclude_none=True), **overrides}
+        out = []
+        for name, value in values.items():
+            if value is None or (name == "sort" and value == "newest"):
+                continue
+            out.append((name, value.isoformat() if isinstance(value, datetime) else str(value)))
+        return out
+
+
+def apply_filter(store: AuditStore, stmt: Select, f: RecordFilter) -> Select:
+    for column, value in ((RecordRow.verifier, f.verifier), (RecordRow.verdict, f.verdict),
+                          (RecordRow.group_id, f.group), (RecordRow.caller_key_id, f.key),
+                          (RecordRow.eval_id, f.eval)):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    if f.task is not None:
+        stmt = stmt.where(RecordRow.task_hash == f.task if _HASH.match(f.task) else RecordRow.task_id == f.task)
+    if f.flag is not None:
+        stmt = stmt.where(store.has_flag(f.flag))
+    if f.label is not None:
+        stmt = stmt.where(_label_condition(f.label))
+    if f.since is not None:
+        stmt = stmt.where(RecordRow.created_at >= f.since)
+    if f.until is not None:
+        stmt = stmt.where(RecordRow.created_at < f.until)
+    return stmt
+
+
+def _label_condition(label: str) -> Any:
+    """Records by their latest label (a later label supersedes; the history stays)."""
+    labelled = exists(select(LabelRow.seq).where(LabelRow.record_id == RecordRow.id))
+    if label == "any":
+        return labelled
+    if label == "none":
+        return ~labelled
+    later = aliased(LabelRow)
+    return exists(select(LabelRow.seq).where(
+        LabelRow.record_id == RecordRow.id, LabelRow.label == label,
+        ~exists(select(later.seq).where(later.record_id == LabelRow.record_id, later.seq > LabelRow.seq))))
+
+
+@dataclass
+class RecordPage:
+    rows: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def _cursor_value(sort: str, row: dict[str, Any]) -> str:
+    column, _ = SORTS[sort]
+    return str(row["seq"]) if column is RecordRow.seq else f"{row[column.key]!r}:{row['seq']}"
+
+
+def _after(sort: str, cursor: str) -> Any:
+    column, descending = SORTS[sort]
+    if column is RecordRow.seq:
+        seq = int(cursor)
+        return RecordRow.seq < seq if descending else RecordRow.seq > seq
+    value, seq = cursor.rsplit(":", 1)
+    key = tuple_(column, RecordRow.seq)
+    bound = tuple_(float(value), int(seq))
+    return key < bound if descending else key > bound
+
+
+class BadCursor(ValueError):
+    pass
+
+
+def ordering(sort: str) -> list[Any]:
+    """ORDER BY for a sort: its column, then seq as the tie-breaker that makes the keyset total."""
+    column, descending = SORTS[sort]
+    if column is RecordRow.seq:
+        return [column.desc() if descending else column.asc()]
+    return [column.desc(), RecordRow.seq.desc()] if descending else [column.asc(), RecordRow.seq.asc()]
+
+
+def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: int = PAGE_SIZE) -> RecordPage:
+    stmt = select(
+        RecordRow.seq, RecordRow.id, RecordRow.created_at, RecordRow.verifier, RecordRow.verdict,
+        RecordRow.reward, RecordRow.flags, RecordRow.task_id, RecordRow.task_hash, RecordRow.group_id,
+        RecordRow.group_index, RecordRow.caller_key_id, RecordRow.duration_ms,
+        func.substr(RecordRow.response, 1, PREVIEW_CHARS).label("preview"),
+    )
+    stmt = apply_filter(store, stmt, f)
+    if after:
+        try:
+            stmt = stmt.where(_after(f.sort, after))
+        except ValueError as exc:
+            raise BadCursor(f"after: not a cursor of this sort ({exc})") from exc
+    with store.db() as s:
+        rows = [dict(r._mapping) for r in s.execute(stmt.order_by(*ordering(f.sort)).limit(limit + 1))]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return RecordPage(rows, _cursor_value(f.sort, rows[-1]) if more else None)
+
+
+def filter_choices() -> dict[str, list[str]]:
+    """Values for the filter drop-downs: the registered verifiers (no scan of the records)."""
+    return {"verifiers": registry.names(), "verdicts": list(VERDICTS)}
+
+
+# ---------------------------------------------------------------------- groups
+
+@dataclass
+class GroupView:
+    group_id: str
+    rows: list[RecordRow]
+    advantages: list[float | None]
+    mean: float | None
+    std: float | None
+    zero_variance: bool
+    errors: int
+    stored: bool = field(default=True)
+
+
+def group_view(store: AuditStore, group_id: str) -> GroupView | None:
+    with store.db() as s:
+        rows = list(s.scalars(select(RecordRow).where(RecordRow.group_id == group_id)
+                              .order_by(RecordRow.group_index, RecordRow.seq)))
+    if not rows:
+        return None
+    errors = sum(r.verdict == "error" or bool(r.masked) for r in rows)
+    if all(r.group_zero_variance is not None for r in rows):
+        first = rows[0]
+        return GroupView(group_id, rows, [r.advantage for r in rows], first.group_mean, first.group_std,
+                         bool(first.group_zero_variance), errors)
+    # Records written before groups kept their statistics: recompute with the default options.
+    stats = group_advantages([r.reward for r in rows], [r.verdict != "error" and not r.masked for r in rows])
+    return GroupView(group_id, rows, stats.advantages, stats.mean, stats.std, stats.zero_variance, errors,
+                     stored=False)
+
+
+# -------------------------------------------------------------------- overview
+
+BUCKET_WIDTHS_S = (60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400)
+MAX_BUCKETS = 48
+LENGTH_EDGES = (0, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
+PERCENTILES = (0.5, 0.9, 0.99)
+
+
+OVERVIEW_DEFAULT_WINDOW = timedelta(days=7)
+
+
+class OverviewFilter(QueryForm):
+    """The overview's window: the last 7 days unless `since` or `until` is given."""
+
+    verifier: str | None = Field(None, max_length=64)
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @model_validator(mode="after")
+    def _default_window(self) -> OverviewFilter:
+        if self.since is None and self.until is None:
+            self.since = datetime.now(UTC).replace(second=0, microsecond=0) - OVERVIEW_DEFAULT_WINDOW
+        return self
+
+
+def _epoch(store: AuditStore) -> Any:
+    if store.engine.dialect.name == "postgresql":
+        return func.extract("epoch", RecordRow.created_at)
+    return cast(func.strftime("%s", RecordRow.created_at), RecordRow.seq.type)
+
+
+def _flag_elements(store: AuditStore) -> Any:
+    if store.engine.dialect.name == "postgresql":
+        return func.jsonb_array_elements_text(cast(RecordRow.flags, JSONB)).table_valued("value").lateral()
+    return func.json_each(RecordRow.flags).table_valued("value")
+
+
+def _bucket_width(lo: datetime | None, hi: datetime | None) -> int:
+    if lo is None or hi is None:
+        return BUCKET_WIDTHS_S[0]
+    span = max((hi - lo).total_seconds(), 1.0)
+    return next((w for w in BUCKET_WIDTHS_S if span / w <= MAX_BUCKETS), BUCKET_WIDTHS_S[-1])
+
+
+def _length_bucket() -> Any:
+    length = func.length(RecordRow.response)
+    whens = [(length < hi, lo) for lo, hi in zip(LENGTH_EDGES, LENGTH_EDGES[1:], strict=False)]
+    return case(*whens, else_=LENGTH_EDGES[-1])
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    position = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(position), math.ceil(position)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (position - lo)
+
+
+def overview(store: AuditStore, f: OverviewFilter) -> dict[str, Any]:
+    """Per verifier and time bucket: verdict counts, flag counts, zero-variance groups, latency."""
+    where = []
+    if f.verifier:
+        where.append(RecordRow.verifier == f.verifier)
+    if f.since:
+        where.append(RecordRow.created_at >= f.since)
+    if f.until:
+        where.append(RecordRow.created_at < f.until)
+    cond = and_(true(), *where)
+    with store.db() as s:
+        lo, hi = s.execute(select(func.min(RecordRow.created_at), func.max(RecordRow.created_at)).where(cond)).one()
+        width = _bucket_width(lo, hi)
+        bucket = func.floor(_epoch(store) / width).label("bucket")
+        verdicts = s.execute(select(RecordRow.verifier, bucket, RecordRow.verdict, func.count())
+                             .where(cond).group_by(RecordRow.verifier, bucket, RecordRow.verdict)).all()
+        flag = _flag_elements(store)
+        flags = s.execute(select(RecordRow.verifier, bucket, flag.c.value, func.count())
+                          .select_from(RecordRow).join(flag, true()).where(cond)
+                          .group_by(RecordRow.verifier, bucket, flag.c.value)).all()
+        zero_case = case((RecordRow.group_zero_variance.is_(True), RecordRow.group_id))
+        groups = s.execute(select(RecordRow.verifier, bucket, func.count(distinct(RecordRow.group_id)),
+                                  func.count(distinct(zero_case)))
+                           .where(cond, RecordRow.group_zero_variance.is_not(None))
+                           .group_by(RecordRow.verifier, bucket)).all()
+        length = _length_bucket().label("length")
+        lengths = s.execute(select(RecordRow.verifier, length, func.count(),
+                                   func.sum(case((RecordRow.verdict == "correct", 1), else_=0)))
+                            .where(cond, RecordRow.response.is_not(None), RecordRow.verdict != "error")
+                            .group_by(RecordRow.verifier, length)).all()
+        latency = _latency(store, s, cond, bucket)
+    return _shape(width, verdicts, flags, groups, lengths, latency)
+
+
+def _latency(store: AuditStore, s: Any, cond: Any, bucket: Any) -> list[tuple[str, float | None, list[float]]]:
+    """(verifier, bucket or None for the whole window, [p50, p90, p99]) rows."""
+    out: list[tuple[str, float | None, list[float]]] = []
+    if store.engine.dialect.name == "postgresql":
+        pct = func.percentile_cont(list(PERCENTILES)).within_group(RecordRow.duration_ms)
+        for verifier, b, values in s.execute(select(RecordRow.verifier, bucket, pct).where(cond)
+                                             .group_by(RecordRow.verifier, bucket)):
+            out.append((verifier, b, list(values)))
+        for verifier, values in s.execute(select(RecordRow.verifier, pct).where(cond).group_by(RecordRow.verifier)):
+            out.append((verifier, None, list(values)))
+        return out
+    # SQLite has no percentile function: sort in Python (a laptop-sized store).
+    per: dict[tuple[str, float | None], list[float]] = {}
+    for verifier, b, duration in s.execute(select(RecordRow.verifier, bucket, RecordRow.duration_ms).where(cond)):
+        per.setdefault((verifier, b), []).append(duration)
+        per.setdefault((verifier, None), []).append(duration)
+    for (verifier, b), values in per.items():
+        values.sort()
+        out.append((verifier, b, [_percentile(values, q) for q in PERCENTILES]))
+    return out
+
+
+def _shape(width: int, verdicts: Any, flags: Any, groups: Any, lengths: Any, latency: Any) -> dict[str, Any]:
+    per: dict[str, dict[str, Any]] = {}
+
+    def entry(verifier: str) -> dict[str, Any]:
+        return per.setdefault(verifier, {"buckets": {}, "flags": {}, "total": {v: 0 for v in VERDICTS},
+                                         "groups": 0, "zero_variance_groups": 0, "latency": None, "lengths": []})
+
+    def slot(verifier: str, b: float) -> dict[str, Any]:
+        return entry(verifier)["buckets"].setdefault(int(b), {
+            "verdicts": {v: 0 for v in VERDICTS}, "flags": {}, "groups": 0, "zero_variance_groups": 0,
+            "latency": None})
+
+    for verifier, b, verdict, n in verdicts:
+        slot(verifier, b)["verdicts"][verdict] = n
+        entry(verifier)["total"][verdict] = entry(verifier)["total"].get(verdict, 0) + n
+    for verifier, b, name, n in flags:
+        slot(verifier, b)["flags"][name] = n
+        entry(verifier)["flags"][name] = entry(verifier)["flags"].get(name, 0) + n
+    for verifier, b, n_groups, n_zero in groups:
+        slot(verifier, b).update(groups=n_groups, zero_variance_groups=n_zero)
+        entry(verifier)["groups"] += n_groups
+        entry(verifier)["zero_variance_groups"] += n_zero
+    for verifier, b, values in latency:
+        if b is None:
+            entry(verifier)["latency"] = values
+        else:
+            slot(verifier, b)["latency"] = values
+    for verifier, lo, n, correct in sorted(lengths, key=lambda r: (r[0], r[1])):
+        entry(verifier)["lengths"].append({"min_chars": int(lo), "n": n, "accuracy": (correct or 0) / n})
+    verifiers = []
+    for name in sorted(per):
+        data = per[name]
+        n = sum(data["total"].values())
+        buckets = []
+        for b in sorted(data["buckets"]):
+            cell = data["buckets"][b]
+            count = sum(cell["verdicts"].values())
+            buckets.append({
+                "start": datetime.fromtimestamp(b * width, UTC).isoformat(timespec="minutes"),
+                "n": count,
+                "rates": {v: (cell["verdicts"][v] / count if count else 0.0) for v in VERDICTS},
+                "flag_rates": {k: v / count for k, v in sorted(cell["flags"].items())} if count else {},
+                "zero_variance_share": (cell["zero_variance_groups"] / cell["groups"]) if cell["groups"] else None,
+                "latency_ms": cell["latency"],
+            })
+        verifiers.append({
+            "name": name, "n": n,
+            "rates": {v: (data["total"][v] / n if n else 0.0) for v in VERDICTS},
+            "flag_rates": {k: v / n for k, v in sorted(data["flags"].items(), key=lambda kv: -kv[1])} if n else {},
+            "groups": data["groups"],
+            "zero_variance_share": data["zero_variance_groups"] / data["groups"] if data["groups"] else None,
+            "latency_ms": data["latency"], "lengths": data["lengths"], "buckets": buckets,
+        })
+    return {"bucket_seconds": width, "percentiles": list(PERCENTILES), "verdicts": list(VERDICTS),
+            "verifiers": verifiers}
+
