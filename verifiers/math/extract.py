@@ -5,7 +5,8 @@ Priority (the first rule that finds something wins):
 
 1. every `\\boxed{...}` / `\\fbox{...}` (all of them: several boxes are several candidates);
 2. Minerva's sentence "Final Answer: The final answer is X. I hope it is correct.";
-3. an answer phrase: "final answer", "the answer is", "answer:";
+3. an answer phrase or line: "final answer", "the answer is", "answer:", Markdown emphasis
+   allowed ("**Answer:** 6", "**Final Answer**: $x=2$"); the last one counts;
 4. GSM8K's `#### X`;
 5. the last display math `\\[...\\]` / `$$...$$`;
 6. the last inline math `$...$` / `\\(...\\)`, joined with the inline maths before it
