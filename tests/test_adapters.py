@@ -130,7 +130,7 @@ def openrlhf_post(live_server, body: dict, **params) -> httpx.Response:
 
 def test_openrlhf_remote_rm_url(live_server) -> None:
     task_id = register(live_server, "4")
-    responses = ["\\boxed{4}<|im_end|>", "5<|im_end|><|endoftext|>", "The answer is 4.</s>", "four"]
+    responses = ["\\boxed{4}<|im_end|>", "5<|im_end|><|endoftext|>", "The answer is 4.</s>", "five"]
     body = {
         "query": [CHAT_PROMPT + r for r in responses] + ["<pad><pad>" + CHAT_PROMPT + "7", CHAT_PROMPT + "1"],
         "prompts": [CHAT_PROMPT] * 6,
@@ -144,7 +144,7 @@ def test_openrlhf_remote_rm_url(live_server) -> None:
     assert out["extra_logs"]["correct"] == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     assert out["extra_logs"]["error"] == [0.0] * 6
     logged = records_for(live_server, task_id)
-    assert sorted(rec["response"] for rec in logged) == sorted(["\\boxed{4}", "5", "The answer is 4.", "four"])
+    assert sorted(rec["response"] for rec in logged) == sorted(["\\boxed{4}", "5", "The answer is 4.", "five"])
     assert len({rec["group_id"] for rec in logged}) == 1  # the 4 samples of one prompt form one group
 
     # OpenRLHF retries a failed request up to 5 times with the same body: no second set of records.

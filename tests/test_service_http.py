@@ -38,7 +38,9 @@ def test_group_of_eight_returns_rewards_advantages_and_records(live_server: Live
         assert r.status_code == 200, r.text
         group = r.json()["groups"][0]
         assert group["rewards"] == [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0]
-        assert [res["verdict"] for res in group["results"]][:4] == ["correct", "correct", "incorrect", "incorrect"]
+        # "no idea" names no value: invalid_format (docs/math_verifier.md), still reward 0.
+        assert [res["verdict"] for res in group["results"]][:4] == ["correct", "correct", "incorrect",
+                                                                    "invalid_format"]
         mean = 5 / 8
         assert group["mean"] == pytest.approx(mean)
         assert group["advantages"][0] == pytest.approx((1 - mean) / (group["std"] + 1e-4))
