@@ -24,7 +24,7 @@ from verifiers import registry
 
 PAGE_SIZE = 50
 PREVIEW_CHARS = 160
-VERDICTS: tuple[str, ...] = Verdict.__args__  # type: ignore[attr-defined]
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
 LabelFilter = Literal["agree", "disagree", "exploit", "any", "none"]
 Sort = Literal["newest", "oldest", "reward_desc", "reward_asc", "slowest", "fastest"]
 # sort name -> (column, descending)
