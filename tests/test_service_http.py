@@ -200,8 +200,11 @@ def wait_for_inflight(server: LiveServer, n: int, timeout_s: float = 60.0) -> No
 def test_saturation_gets_503_with_retry_after(tmp_path):
     server = LiveServer(tmp_path, env={"ASSAY_MAX_INFLIGHT_RESPONSES": "4"})
     try:
-        slow = {"verifier": "math", "task": {"answer": "x", "timeout_s": 3},
-                "responses": [r"\boxed{" + "+".join(f"\\sin(x^{{{i}}})^{{{i}}}" for i in range(2, 40)) + "}"] * 4}
+        # Four code responses that sleep in the sandbox until their time limit: in flight for seconds.
+        slow = {"verifier": "code",
+                "task": {"entry_point": "f", "tests": "def check(candidate):\n    assert candidate() == 1\n",
+                         "time_limit_s": 4.0},
+                "responses": ["```python\nimport time\ndef f():\n    time.sleep(30)\n```"] * 4}
         results: list[int] = []
 
         def occupy() -> None:
