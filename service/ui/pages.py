@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+import anyio
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field, ValidationError
@@ -46,6 +47,7 @@ from service.ui.sessions import (
     sign_in,
     sign_out,
 )
+from verifiers.base import TaskInvalid
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 Model = TypeVar("Model", bound=BaseModel)
@@ -188,18 +190,20 @@ def record_page_view(request: Request, record_id: str) -> Response:
 
 
 @router.post("/records/{record_id}/replay")
-def replay_post(request: Request, record_id: str, csrf_token: str = Form("")) -> Response:
-    viewer = current_viewer(request)
+async def replay_post(request: Request, record_id: str, csrf_token: str = Form("")) -> Response:
+    # Async because the engine's replay is (it may run on the Ray executor); the store
+    # reads around it go to a thread so the event loop never blocks.
+    viewer = await anyio.to_thread.run_sync(current_viewer, request)
     if viewer is None:
         return _to_sign_in(request)
     if not csrf_ok(request, viewer.csrf_token, csrf_token):
         return _forbidden(request, viewer, "The form expired or came from another site (CSRF check failed).")
-    context = _record_context(request, viewer, record_id)
+    context = await anyio.to_thread.run_sync(_record_context, request, viewer, record_id)
     if context is None:
         return _not_found(request, viewer, f"record {record_id!r}")
     try:
-        context["replay"] = request.app.state.engine.replay(record_id)
-    except (RequestInvalid, TaskNotFound) as exc:
+        context["replay"] = await request.app.state.engine.replay(record_id)
+    except (RequestInvalid, TaskNotFound, TaskInvalid) as exc:
         context["replay_error"] = str(exc)
     return page(request, "record.html", **context)
 
