@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,10 @@ def test_one_json_line_per_request_and_per_verification_never_the_key(server: Li
                     headers={"Authorization": f"Bearer {key}x"}, timeout=60)
     assert bad.status_code == 401
 
+    # The access line is written once the answer has been sent: wait for the last one.
+    deadline = time.monotonic() + 10
+    while not any(line.get("path") == "/v1/records" for line in log_lines(server)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     raw = server.log_path.read_text()
     assert secret not in raw and key not in raw and "t0ps3cret" not in raw
     lines = log_lines(server)
