@@ -189,7 +189,7 @@ def test_hostile_cases_get_the_same_verdicts_on_ray_as_on_local(servers: dict[st
 
 def test_two_replicas_share_idempotency_request_ids_and_records(servers: dict[str, Any]) -> None:
     a, b, key = servers["a"], servers["b"], servers["key"]
-    group = {"verifier": "math", "task": {"answer": "2"}, "responses": [r"\boxed{2}", r"\boxed{3}", "two"]}
+    group = {"verifier": "math", "task": {"answer": "2"}, "responses": [r"\boxed{2}", r"\boxed{3}", "no idea"]}
     for turn in range(4):
         first, second = (a, b) if turn % 2 == 0 else (b, a)
         idem = f"idem-{uuid.uuid4().hex}"
