@@ -113,7 +113,15 @@ def test_reused_request_id_with_another_body_is_a_conflict(client: httpx.Client)
         assert conflict.status_code == 409, conflict.text
         detail = conflict.json()["detail"]
         assert "request_id" in detail and named in detail and first.json()["record_id"] in detail
-    records = client.get("/v1/records", params={"task_hash": first.json()["task_hash"]}).json()["records"]
+    # Every record of this task (other tests log some too), page by page.
+    records: list[dict] = []
+    params: dict = {"task_hash": first.json()["task_hash"], "limit": 500}
+    while True:
+        page = client.get("/v1/records", params=params).json()
+        records += page["records"]
+        if page["next_cursor"] is None:
+            break
+        params["after"] = page["next_cursor"]
     assert [r["request_id"] for r in records].count(request_id) == 1
 
 
