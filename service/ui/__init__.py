@@ -9,7 +9,7 @@ import time
 
 from fastapi import FastAPI, Request
 
-from service.ui.pages import router
+from service.ui.pages import NotSignedIn, router, to_sign_in
 
 # No inline script or style, nothing from another origin; pages may not be framed.
 CONTENT_SECURITY_POLICY = (
@@ -26,6 +26,7 @@ _HEADERS = {
 
 def install(app: FastAPI) -> None:
     app.include_router(router)
+    app.add_exception_handler(NotSignedIn, to_sign_in)
 
     @app.middleware("http")
     async def _viewer_headers(request: Request, call_next):  # type: ignore[no-untyped-def]

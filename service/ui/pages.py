@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 import anyio
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
@@ -66,7 +66,19 @@ def _safe_next(target: str | None) -> str:
     return "/ui/"
 
 
-def _to_sign_in(request: Request) -> RedirectResponse:
+class NotSignedIn(Exception):
+    """A page asked for without a viewer session: the app answers with `to_sign_in`."""
+
+
+def signed_in(request: Request) -> Viewer:
+    """The page's viewer (a dependency: FastAPI runs it in a thread, off the event loop)."""
+    viewer = current_viewer(request)
+    if viewer is None:
+        raise NotSignedIn
+    return viewer
+
+
+def to_sign_in(request: Request, _exc: Exception | None = None) -> RedirectResponse:
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(f"/ui/?{urlencode({'next': here})}", status_code=303)
 
@@ -149,10 +161,7 @@ def sign_out_post(request: Request, csrf_token: str = Form("")) -> Response:
 # ------------------------------------------------------------------------ records
 
 @router.get("/records")
-def records_page(request: Request) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+def records_page(request: Request, viewer: Viewer = Depends(signed_in)) -> Response:
     try:
         f = _parse(RecordFilter, request)
         result = record_page(_store(request), f, request.query_params.get("after") or None)
@@ -179,10 +188,7 @@ def _record_context(request: Request, viewer: Viewer, record_id: str) -> dict[st
 
 
 @router.get("/records/{record_id}")
-def record_page_view(request: Request, record_id: str) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+def record_page_view(request: Request, record_id: str, viewer: Viewer = Depends(signed_in)) -> Response:
     context = _record_context(request, viewer, record_id)
     if context is None:
         return _not_found(request, viewer, f"record {record_id!r}")
@@ -190,12 +196,10 @@ def record_page_view(request: Request, record_id: str) -> Response:
 
 
 @router.post("/records/{record_id}/replay")
-async def replay_post(request: Request, record_id: str, csrf_token: str = Form("")) -> Response:
+async def replay_post(request: Request, record_id: str, csrf_token: str = Form(""),
+        viewer: Viewer = Depends(signed_in)) -> Response:
     # Async because the engine's replay is (it may run on the Ray executor); the store
     # reads around it go to a thread so the event loop never blocks.
-    viewer = await anyio.to_thread.run_sync(current_viewer, request)
-    if viewer is None:
-        return _to_sign_in(request)
     if not csrf_ok(request, viewer.csrf_token, csrf_token):
         return _forbidden(request, viewer, "The form expired or came from another site (CSRF check failed).")
     context = await anyio.to_thread.run_sync(_record_context, request, viewer, record_id)
@@ -209,10 +213,7 @@ async def replay_post(request: Request, record_id: str, csrf_token: str = Form("
 
 
 @router.get("/groups/{group_id}")
-def group_page(request: Request, group_id: str) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+def group_page(request: Request, group_id: str, viewer: Viewer = Depends(signed_in)) -> Response:
     group = group_view(_store(request), group_id)
     if group is None:
         return _not_found(request, viewer, f"group {group_id!r}")
@@ -224,10 +225,7 @@ def group_page(request: Request, group_id: str) -> Response:
 # ------------------------------------------------------------------------ export
 
 @router.get("/export")
-def export(request: Request) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+def export(request: Request, viewer: Viewer = Depends(signed_in)) -> Response:
     try:
         f = _parse(RecordFilter, request)
     except ValidationError as exc:
@@ -250,10 +248,7 @@ def static(name: str) -> Response:
 @router.post("/records/{record_id}/labels")
 def label_post(request: Request, record_id: str, csrf_token: str = Form(""), label: str = Form(""),
                corrected_verdict: str = Form(""), pattern: str = Form(""), note: str = Form(""),
-               next: str = Form("")) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+               next: str = Form(""), viewer: Viewer = Depends(signed_in)) -> Response:
     if not csrf_ok(request, viewer.csrf_token, csrf_token):
         return _forbidden(request, viewer, "The form expired or came from another site (CSRF check failed).")
     if not viewer.may("review"):
@@ -277,10 +272,7 @@ class ReviewFilter(QueryForm):
 
 
 @router.get("/review")
-def review_page(request: Request) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+def review_page(request: Request, viewer: Viewer = Depends(signed_in)) -> Response:
     if not viewer.may("review"):
         return _forbidden(request, viewer, "The review queue needs a key with the 'review' scope.")
     try:
@@ -305,10 +297,7 @@ def review_page(request: Request) -> Response:
 # ------------------------------------------------------------------------- evals
 
 @router.get("/evals")
-def evals_page(request: Request) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+def evals_page(request: Request, viewer: Viewer = Depends(signed_in)) -> Response:
     return page(request, "evals.html", viewer=viewer, runs=_store(request).eval_runs())
 
 
@@ -319,10 +308,7 @@ def evals_compare_form(request: Request, a: str = "", b: str = "") -> Response:
 
 
 @router.get("/evals/{eval_id}")
-def eval_page(request: Request, eval_id: str) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+def eval_page(request: Request, eval_id: str, viewer: Viewer = Depends(signed_in)) -> Response:
     try:
         report = eval_report(_store(request), eval_id)
     except TaskNotFound:
@@ -331,10 +317,7 @@ def eval_page(request: Request, eval_id: str) -> Response:
 
 
 @router.get("/evals/{a_id}/compare/{b_id}")
-def eval_compare_page(request: Request, a_id: str, b_id: str) -> Response:
-    viewer = current_viewer(request)
-    if viewer is None:
-        return _to_sign_in(request)
+def eval_compare_page(request: Request, a_id: str, b_id: str, viewer: Viewer = Depends(signed_in)) -> Response:
     store = _store(request)
     runs = {i: store.eval_run(i) for i in (a_id, b_id)}
     missing = [i for i, run in runs.items() if run is None]
