@@ -115,6 +115,17 @@ def _docker_module() -> Any:
     return docker
 
 
+def check_runtime(client: Any, runtime: str) -> None:
+    """SandboxUnavailable unless the engine knows the OCI runtime `runtime` (e.g. runsc)."""
+    known = sorted((client.info().get("Runtimes") or {}).keys())
+    if runtime not in known:
+        raise SandboxUnavailable(
+            f"the Docker engine has no runtime {runtime!r} (it has {', '.join(known) or 'none'}): install it "
+            "(for gVisor: apt-get install runsc) and register it in /etc/docker/daemon.json (docs/security.md)",
+            cause="runtime_missing",
+        )
+
+
 class ContainerWorker(WarmWorker):
     """One warm worker: a container whose PID 1 is `worker.py --container`."""
 
@@ -267,6 +278,7 @@ class DockerSandbox(WarmWorkerBackend):
         scratch_mb: int = CONTAINER_SCRATCH_MB,
         base_url: str | None = None,
         host_label: str | None = None,
+        runtime: str | None = None,
     ) -> None:
         super().__init__(workers, timings or WorkerTimings())
         docker = _docker_module()
@@ -292,6 +304,9 @@ class DockerSandbox(WarmWorkerBackend):
             raise SandboxUnavailable(
                 f"sandbox image {self.image!r} is not on this engine; build it with `make images`"
             ) from exc
+        self.runtime = runtime or None
+        if self.runtime is not None:
+            check_runtime(self.client, self.runtime)
         self.image_source = (found.labels or {}).get(LABEL_SOURCE)
         if self.image_source != source_hash():
             log.warning(
@@ -343,6 +358,8 @@ class DockerSandbox(WarmWorkerBackend):
             "auto_remove": True,
             "init": False,  # the worker must be PID 1
             "log_config": {"Type": "none", "Config": {}},
+            # runc (the engine's default) unless another runtime is configured, e.g. runsc.
+            **({"runtime": self.runtime} if self.runtime else {}),
         }
 
     def remove_leftovers(self) -> int:
@@ -385,6 +402,7 @@ class DockerSandbox(WarmWorkerBackend):
             "backend": self.name,
             "image": self.image,
             "image_source": self.image_source,
+            "runtime": self.runtime or "default",
             "workers_per_pool": self.workers,
             "pools": self.pool_names(),
         }

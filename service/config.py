@@ -10,8 +10,9 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sandboxes.base import Sandbox
+from sandboxes.base import Sandbox, SandboxUnavailable
 from sandboxes.factory import create_sandbox
+from sandboxes.remote import read_secret
 from sandboxes.warm import WorkerTimings
 
 
@@ -19,7 +20,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ASSAY_", extra="ignore")
 
     database_url: str = Field("sqlite:///var/assay.db", description="SQLAlchemy URL of the audit store.")
-    sandbox: Literal["process", "docker"] = "process"
+    sandbox: Literal["process", "docker", "remote"] = "process"
     sandbox_workers: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1, le=256)
     sandbox_image: str = "assay-runtime:latest"
     # Names this host on the sandbox containers it makes (leftovers of a crashed run are
@@ -29,6 +30,13 @@ class Settings(BaseSettings):
     sandbox_start_timeout_s: float = Field(60.0, gt=0, description="A worker's start, and a job's hand-over.")
     sandbox_host_grace_s: float = Field(5.0, gt=0, description="Past a job's wall limit: worker stuck.")
     sandbox_container_max_jobs: int = Field(200, ge=1, description="Jobs per sandbox container before it is replaced.")
+    # OCI runtime of candidate containers (docker backend, or passed to sandboxd): e.g. runsc
+    # for gVisor where the engine has it registered; unset = the engine's default (runc).
+    docker_runtime: str | None = None
+    # `remote`: the sandbox runner (sandboxd) that holds the Docker socket, as
+    # tcp://HOST:PORT or unix:///PATH, and the file with the per-deployment secret both share.
+    sandboxd_url: str | None = None
+    sandboxd_secret_file: Path | None = None
     # Loudly named on purpose: without namespaces untrusted code runs with the service's rights.
     unsafe_no_isolation: bool = False
     task_pack: Path | None = None
@@ -66,6 +74,12 @@ class Settings(BaseSettings):
     # Audit viewer (/ui/): how long a sign-in lasts, and how many records one export bundle may hold.
     ui_session_hours: float = Field(12.0, gt=0)
     ui_export_max_records: int = Field(20_000, ge=1)
+    # Interactive API docs (/docs, /redoc, /openapi.json); compose turns them off.
+    api_docs: bool = True
+    # Serve /metrics on this port only (a listener of its own, not published in compose)
+    # instead of on the API's port; unset = /metrics on the API's port, as before.
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    metrics_host: str = "0.0.0.0"
 
     @property
     def verifier_services(self) -> dict[str, str]:
@@ -82,6 +96,12 @@ def build_sandbox(settings: Settings) -> Sandbox:
     timings = WorkerTimings(start_timeout_s=settings.sandbox_start_timeout_s,
                             host_grace_s=settings.sandbox_host_grace_s,
                             acquire_timeout_s=settings.sandbox_acquire_timeout_s)
+    secret = None
+    if settings.sandbox == "remote":
+        if settings.sandboxd_url is None or settings.sandboxd_secret_file is None:
+            raise SandboxUnavailable("ASSAY_SANDBOX=remote needs ASSAY_SANDBOXD_URL and ASSAY_SANDBOXD_SECRET_FILE")
+        secret = read_secret(settings.sandboxd_secret_file)
     return create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
                           unsafe_no_isolation=settings.unsafe_no_isolation, timings=timings,
-                          host_label=settings.sandbox_host, container_max_jobs=settings.sandbox_container_max_jobs)
+                          host_label=settings.sandbox_host, container_max_jobs=settings.sandbox_container_max_jobs,
+                          runtime=settings.docker_runtime, url=settings.sandboxd_url, secret=secret)

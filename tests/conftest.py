@@ -23,8 +23,16 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
-def sandbox(request: pytest.FixtureRequest):
-    """Every verifier test runs on each backend named in ASSAY_TEST_BACKENDS."""
+def sandbox(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Every verifier test runs on each backend named in ASSAY_TEST_BACKENDS (`remote`: a
+    real sandboxd subprocess on the process backend, reached through its unix socket)."""
+    if request.param == "remote":
+        from tests.sandboxd_support import Sandboxd
+
+        runner = Sandboxd(tmp_path_factory.mktemp("sandboxd"))
+        yield runner.client
+        runner.stop()
+        return
     box = create_sandbox(request.param, workers=2, image=os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest"))
     yield box
     box.close()
