@@ -218,8 +218,8 @@ class RemoteSandbox(Sandbox):
             if hello.get("t") != "hello" or hello.get("v") != PROTOCOL or not isinstance(hello.get("challenge"), str):
                 raise SandboxUnavailable("the peer is not a sandbox runner of this version", cause="sandboxd_refused")
             ours = challenge()
-            send_frame(sock, {"t": "auth", "challenge": ours, "mac": mac(self._secret, "client", hello["challenge"], ours),
-                              "op": op})
+            proof = mac(self._secret, "client", hello["challenge"], ours)
+            send_frame(sock, {"t": "auth", "challenge": ours, "mac": proof, "op": op})
             reply = recv_frame(sock, self._connect_timeout_s)
             if reply.get("t") == "refused":
                 raise SandboxUnavailable(f"the sandbox runner refused: {str(reply.get('reason'))[:200]}",

@@ -33,7 +33,6 @@ from typing import Any
 
 from sandboxes.base import (
     CallEnded,
-    CallResult,
     CallSession,
     Job,
     Limits,
