@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import errno
 import fcntl
 import importlib
 import os
@@ -330,6 +331,33 @@ def _renumber_descriptors(stdin_fd: int, out_fd: int, err_fd: int, chan_fd: int,
                 os.close(fd)
 
 
+def _exit_watch(pid: int) -> tuple[int, Any]:
+    """A descriptor that turns readable when the child `pid` may have exited, and a check.
+
+    A pidfd where the kernel has one. gVisor's (runsc) has no pidfd_open: there SIGCHLD
+    wakes a pipe instead (signal.set_wakeup_fd), and waitid(WNOWAIT) says whether the
+    child really exited without reaping it (`_report` reaps it for its resource usage)."""
+    try:
+        return os.pidfd_open(pid), lambda: True
+    except OSError as exc:
+        if exc.errno != errno.ENOSYS:
+            raise
+    read_end, write_end = os.pipe()
+    for fd in (read_end, write_end):
+        os.set_blocking(fd, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(write_end)
+    os.write(write_end, b"\0")  # check once: the child may have exited before the handler was set
+
+    def exited() -> bool:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(read_end, 4096):
+                pass
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    return read_end, exited
+
+
 def _job_environment(spec: dict, scratch: str) -> dict[str, str]:
     env = {"PATH": JOB_PATH, "HOME": scratch, "LANG": "C.UTF-8", "TMPDIR": scratch}
     env.update(spec.get("env") or {})
@@ -488,7 +516,7 @@ class JobSupervisor:
         self.from_job = FrameReader(self.chan, JOB_MAX_FRAME)
         self.to_job = FrameWriter(self.chan)
         self.chan_open = True
-        self.pidfd = os.pidfd_open(self.pid)
+        self.pidfd, self._has_exited = _exit_watch(self.pid)
         self.deadline = self.started + float(self.limits["wall_s"])
         self.exited = False
 
@@ -512,7 +540,7 @@ class JobSupervisor:
             for fd in writable:
                 self._on_writable(fd)
             for fd in readable:
-                if fd == self.pidfd:
+                if fd == self.pidfd and self._has_exited():
                     self.exited = True
                     self.isolation.after_job_exit(self.pid)
                 elif fd in captures:

@@ -22,7 +22,7 @@ from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated,
 from service.env_sessions import EnvSessionStore
 from service.executors import LocalExecutor, create_executor
 from service.logs import RequestLog
-from service.metrics import Metrics
+from service.metrics import Metrics, serve_metrics_port
 from service.openapi import add_links
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
@@ -116,6 +116,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics = Metrics()
         if sandbox is not None:
             metrics.watch_sandbox(sandbox.pool_stats)
+        stop_metrics = None
+        if settings.metrics_port is not None:
+            stop_metrics = serve_metrics_port(metrics, settings.metrics_host, settings.metrics_port)
+        app.state.metrics_on_own_port = stop_metrics is not None
         engine = Engine(settings, store, sandbox, metrics, executor)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine
         app.state.env_sessions = EnvSessionStore(store, settings)
@@ -132,12 +136,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
             executor.close()
             store.engine.dispose()
+            if stop_metrics is not None:
+                stop_metrics()
 
     app = FastAPI(
         title="Assay",
         version="0.1.0",
         summary="Verifier-first, sandboxed reward service for RLVR and GRPO.",
         lifespan=lifespan,
+        # ASSAY_API_DOCS=false: no /docs, /redoc or /openapi.json (compose's default).
+        **({} if settings.api_docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}),
     )
     _include_routers(app)
     generate_openapi = app.openapi

@@ -127,3 +127,17 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def serve_metrics_port(metrics: Metrics, host: str, port: int) -> Callable[[], None]:
+    """Serve the registry on a listener of its own (any path answers); returns its stop."""
+    from prometheus_client import start_http_server
+
+    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return stop

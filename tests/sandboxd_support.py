@@ -23,7 +23,8 @@ class Sandboxd:
     def __init__(self, workdir: Path, *args: str, backend: str = "process", workers: int = 2) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.secret_file = workdir / "secret"
-        self.secret_file.write_text(secrets.token_hex(32))
+        if not self.secret_file.exists():  # a restarted runner keeps its deployment's secret
+            self.secret_file.write_text(secrets.token_hex(32))
         self.url = f"unix://{workdir / 'sandboxd.sock'}"
         self.log_path = workdir / "sandboxd.log"
         image = os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest")

@@ -2,12 +2,14 @@
 
 `docker compose up -d --wait` on a non-default ASSAY_PORT, a key from
 `docker compose exec api assay keys create`, math and code groups scored through the API
-(the code runs in hardened sibling containers), records read back from Postgres, then
-`down` / `up` and the same records read again; finally `down --volumes`.
+(the code runs in hardened sibling containers that only `sandboxd` starts), records read
+back from Postgres, then `down` / `up` and the same records read again; finally
+`down --volumes`. On the way: what the defaults expose, and what the API container holds.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -68,6 +70,15 @@ class Stack:
     def up(self) -> None:
         self.compose("up", "-d", "--wait", timeout=600)
 
+    def inspect(self, service: str) -> dict:
+        container = self.compose("ps", "-q", service).stdout.strip()
+        return json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
+                                         check=True).stdout)[0]
+
+    def run_in(self, service: str, *command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["docker", "compose", "-f", str(REPO / "docker-compose.yml"), "exec", "-T", service,
+                               *command], env=self.env, cwd=REPO, capture_output=True, text=True, timeout=120)
+
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
@@ -107,7 +118,7 @@ def test_compose_stack_scores_groups_and_keeps_records_across_restart(stack: Sta
 
     with httpx.Client(base_url=stack.url, headers=headers, timeout=180) as client:
         ready = client.get("/readyz").json()
-        assert ready["sandbox"]["backend"] == "docker"
+        assert ready["sandbox"]["backend"] == "docker" and ready["sandbox"]["via"] == "sandboxd"
         scored = client.post("/v1/groups", json={"groups": [MATH_GROUP, CODE_GROUP]})
         assert scored.status_code == 200, scored.text
         math_group, code_group = scored.json()["groups"]
@@ -143,8 +154,54 @@ def test_compose_stack_scores_groups_and_keeps_records_across_restart(stack: Sta
     # The API's role reads and appends, but cannot change what is logged.
     assert psql("assay_app", "assay-db-app", "select count(*) from records").returncode == 0
     for statement in ("update records set reward = 0", "delete from records", "truncate records",
-                      "drop trigger records_append_only on records"):
+                      "drop trigger records_append_only on records", "update task_blobs set verifier = 'x'",
+                      "delete from tasks", "update api_keys set scopes = 'admin'"):
         denied = psql("assay_app", "assay-db-app", statement)
         assert denied.returncode != 0 and ("permission denied" in denied.stderr or "owner" in denied.stderr)
     api_user = stack.compose("exec", "-T", "api", "sh", "-c", "echo $ASSAY_DB_USER").stdout.strip()
     assert api_user == "assay_app"
+
+
+def test_compose_defaults_a_security_reviewer_accepts(stack: Stack):
+    api, runner = stack.inspect("api"), stack.inspect("sandboxd")
+    # Only the sandbox runner holds the Docker socket; the API holds none and runs as a
+    # non-root user with no capabilities on a read-only image.
+    def sockets(container: dict) -> list[str]:
+        return [m["Source"] for m in container["Mounts"] if m["Source"].endswith("docker.sock")]
+    assert sockets(runner) == ["/var/run/docker.sock"]
+    for service in ("api", "postgres"):
+        assert sockets(stack.inspect(service)) == [], service
+    assert stack.run_in("api", "sh", "-c", "test -e /var/run/docker.sock").returncode == 1
+    host = api["HostConfig"]
+    assert api["Config"]["User"] == "10001:10001"
+    assert stack.run_in("api", "id", "-u").stdout.strip() == "10001"
+    assert (host["ReadonlyRootfs"], host["Privileged"], host["CapDrop"]) == (True, False, ["ALL"])
+    assert "no-new-privileges:true" in host["SecurityOpt"] and not host.get("CapAdd")
+    assert stack.run_in("api", "sh", "-c", "touch /opt/venv/x").returncode != 0
+    # Published on loopback only; the internal networks have no route out.
+    assert [b["HostIp"] for b in host["PortBindings"]["8000/tcp"]] == ["127.0.0.1"]
+    assert "9100/tcp" not in host["PortBindings"] and not runner["HostConfig"]["PortBindings"]
+    for network in ("backend", "sandbox"):
+        found = json.loads(subprocess.run(["docker", "network", "inspect", f"{stack.project}_{network}"],
+                                          capture_output=True, text=True, check=True).stdout)[0]
+        assert found["Internal"] is True, network
+    # No docs, no schema, no metrics on the published port; metrics on the unpublished one.
+    with httpx.Client(base_url=stack.url, timeout=30) as client:
+        for path in ("/docs", "/redoc", "/openapi.json", "/metrics"):
+            assert client.get(path).status_code == 404, path
+        assert client.get("/healthz").status_code == 200
+    scraped = stack.run_in("api", "/opt/venv/bin/python", "-c",
+                           "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9100/metrics').read()"
+                           ".decode())")
+    assert "assay_verifications_total" in scraped.stdout, scraped.stderr
+    # The runner refuses anyone without the deployment secret (here: the API's network
+    # position with a wrong secret), and serves the API with the right one.
+    probe = ("import sys; from sandboxes.base import SandboxError; from sandboxes.remote import RemoteSandbox\n"
+             "try:\n    RemoteSandbox('tcp://sandboxd:7070', b'x' * 64)\nexcept SandboxError as e:\n"
+             "    print(e.cause); sys.exit(3)")
+    wrong = stack.run_in("api", "/opt/venv/bin/python", "-c", probe)
+    assert (wrong.returncode, wrong.stdout.strip()) == (3, "sandboxd_refused"), wrong.stderr
+    right = stack.run_in("api", "/opt/venv/bin/python", "-c",
+                         "from sandboxes.remote import RemoteSandbox, read_secret; "
+                         "print(RemoteSandbox('tcp://sandboxd:7070', read_secret('/run/assay-sandboxd/secret')).name)")
+    assert right.stdout.strip() == "docker", right.stderr

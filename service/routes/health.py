@@ -35,5 +35,7 @@ async def readyz(request: Request) -> Response:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
-    """Prometheus exposition (prometheus_client)."""
+    """Prometheus exposition (prometheus_client); absent here when ASSAY_METRICS_PORT serves it."""
+    if getattr(request.app.state, "metrics_on_own_port", False):
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
     return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
