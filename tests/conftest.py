@@ -33,7 +33,9 @@ def sandbox(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield runner.client
         runner.stop()
         return
-    box = create_sandbox(request.param, workers=2, image=os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest"))
+    # ASSAY_TEST_DOCKER_RUNTIME=runsc runs the docker backend's suites under gVisor.
+    box = create_sandbox(request.param, workers=2, image=os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest"),
+                         runtime=os.environ.get("ASSAY_TEST_DOCKER_RUNTIME") or None)
     yield box
     box.close()
 

@@ -156,8 +156,8 @@ def test_code_verifier_relays_through_the_runner(runner: Sandboxd):
         "```python\nimport sys\ndef add(a, b):\n    sys.exit(0)\n```",
         "```python\nclass Eq:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Eq()\n```",
         # The runner's socket is on the host: candidate code cannot see it.
-        f"```python\nimport socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({Address.parse(runner.url).target!r})\n"
-        "def add(a, b):\n    return a + b\n```",
+        "```python\nimport socket\ns = socket.socket(socket.AF_UNIX)\n"
+        f"s.connect({Address.parse(runner.url).target!r})\ndef add(a, b):\n    return a + b\n```",
     ]
     for response in hostile:
         outcome = code.verify(task, response, ctx)

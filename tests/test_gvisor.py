@@ -1,0 +1,85 @@
+"""gVisor (`runsc`) as the runtime of candidate containers: ASSAY_DOCKER_RUNTIME=runsc.
+
+Runs where the Docker engine has a `runsc` runtime registered (Debian's `runsc` package
+plus an entry in /etc/docker/daemon.json, docs/security.md); elsewhere the gVisor tests
+skip and say why. A runtime the engine does not have is refused at start-up wherever an
+engine runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sandboxes.base import Job, Limits, SandboxUnavailable
+from tests.test_docker_backend import IMAGE, _engine_or_skip
+from verifiers.base import Verdict, VerifyContext
+from verifiers.registry import get
+
+pytestmark = pytest.mark.docker
+
+ADD_TESTS = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+
+
+@pytest.fixture(scope="module")
+def client():
+    return _engine_or_skip()
+
+
+@pytest.fixture(scope="module")
+def gvisor(client) -> Iterator:
+    from sandboxes.docker_backend import DockerSandbox
+
+    runtimes = sorted((client.info().get("Runtimes") or {}).keys())
+    if "runsc" not in runtimes:
+        pytest.skip(f"gVisor cannot run here: the Docker engine has no `runsc` runtime (it has {runtimes}); "
+                    "install Debian's runsc and register it in /etc/docker/daemon.json")
+    sandbox = DockerSandbox(image=IMAGE, workers=1, runtime="runsc")
+    yield sandbox
+    sandbox.close()
+
+
+def test_unknown_runtime_is_refused_at_start(client):
+    from sandboxes.docker_backend import DockerSandbox
+
+    with pytest.raises(SandboxUnavailable) as refused:
+        DockerSandbox(image=IMAGE, workers=1, runtime="no-such-runtime")
+    assert refused.value.cause == "runtime_missing" and "no-such-runtime" in str(refused.value)
+
+
+def test_candidate_containers_run_under_gvisor(gvisor, client):
+    # The job's kernel is gVisor's own (its log and its fixed version), not the host's.
+    seen = gvisor.run(Job(command=["sh", "-c", "dmesg; cat /proc/version"], limits=Limits(wall_s=20)))
+    assert seen.exit_code == 0, seen.stderr
+    assert b"Starting gVisor" in seen.stdout
+    host_version = open("/proc/version", "rb").read()
+    assert host_version not in seen.stdout
+    # And the engine says so for every sandbox container this backend made.
+    from sandboxes.docker_backend import LABEL, LABEL_OWNER
+
+    made = client.containers.list(filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER}={gvisor.labels()[LABEL_OWNER]}"]})
+    assert made and {c.attrs["HostConfig"]["Runtime"] for c in made} == {"runsc"}
+    assert gvisor.describe()["runtime"] == "runsc"
+
+
+def test_walls_and_verdicts_hold_under_gvisor(gvisor):
+    wrote = gvisor.run(Job(command=["sh", "-c", "echo x > /opt/venv/owned"], limits=Limits(wall_s=10)))
+    assert wrote.exit_code != 0
+    net = gvisor.run(Job(command=["python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"],
+                         limits=Limits(wall_s=10)))
+    assert net.exit_code != 0
+    slow = gvisor.run(Job(command=["sleep", "30"], limits=Limits(wall_s=1)))
+    assert slow.killed_by == "timeout"
+    bomb = gvisor.run(Job(command=["python3", "-c", "b = bytearray(2 << 30)"], limits=Limits(wall_s=10, memory_mb=256)))
+    assert bomb.exit_code != 0
+    code = get("code")
+    ctx = VerifyContext(sandbox=gvisor)
+    task = code.parse_task({"entry_point": "add", "tests": ADD_TESTS})
+    for hostile in ("```python\nimport sys\ndef add(a, b):\n    sys.exit(0)\n```",
+                    "```python\nimport os\ndef add(a, b):\n    os._exit(0)\n```",
+                    "```python\nclass E:\n    def __eq__(self, o):\n        return True\ndef add(a, b):\n    return E()\n```"):
+        outcome = code.verify(task, hostile, ctx)
+        assert outcome.verdict not in (Verdict.correct, Verdict.error), (hostile, outcome.verdict)
+    honest = code.verify(task, "```python\ndef add(a, b):\n    return a + b\n```", ctx)
+    assert (honest.verdict, honest.reward(task)) == (Verdict.correct, 1.0)
