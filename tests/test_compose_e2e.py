@@ -172,6 +172,10 @@ def test_compose_defaults_a_security_reviewer_accepts(stack: Stack):
     for service in ("api", "postgres"):
         assert sockets(stack.inspect(service)) == [], service
     assert stack.run_in("api", "sh", "-c", "test -e /var/run/docker.sock").returncode == 1
+    # The runner holds no database secret and cannot reach Postgres: its own network only.
+    assert {m["Destination"] for m in runner["Mounts"]} == {"/var/run/docker.sock", "/run/assay-sandboxd"}
+    assert set(runner["NetworkSettings"]["Networks"]) == {f"{stack.project}_sandbox"}
+    assert f"{stack.project}_sandbox" not in stack.inspect("postgres")["NetworkSettings"]["Networks"]
     host = api["HostConfig"]
     assert api["Config"]["User"] == "10001:10001"
     assert stack.run_in("api", "id", "-u").stdout.strip() == "10001"

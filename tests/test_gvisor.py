@@ -9,6 +9,7 @@ engine runs.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -53,7 +54,7 @@ def test_candidate_containers_run_under_gvisor(gvisor, client):
     seen = gvisor.run(Job(command=["sh", "-c", "dmesg; cat /proc/version"], limits=Limits(wall_s=20)))
     assert seen.exit_code == 0, seen.stderr
     assert b"Starting gVisor" in seen.stdout
-    host_version = open("/proc/version", "rb").read()
+    host_version = Path("/proc/version").read_bytes()
     assert host_version not in seen.stdout
     # And the engine says so for every sandbox container this backend made.
     from sandboxes.docker_backend import LABEL, LABEL_OWNER
@@ -78,7 +79,8 @@ def test_walls_and_verdicts_hold_under_gvisor(gvisor):
     task = code.parse_task({"entry_point": "add", "tests": ADD_TESTS})
     for hostile in ("```python\nimport sys\ndef add(a, b):\n    sys.exit(0)\n```",
                     "```python\nimport os\ndef add(a, b):\n    os._exit(0)\n```",
-                    "```python\nclass E:\n    def __eq__(self, o):\n        return True\ndef add(a, b):\n    return E()\n```"):
+                    "```python\nclass E:\n    def __eq__(self, o):\n        return True\n"
+                    "def add(a, b):\n    return E()\n```"):
         outcome = code.verify(task, hostile, ctx)
         assert outcome.verdict not in (Verdict.correct, Verdict.error), (hostile, outcome.verdict)
     honest = code.verify(task, "```python\ndef add(a, b):\n    return a + b\n```", ctx)
