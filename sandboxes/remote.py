@@ -295,7 +295,8 @@ class RemoteSandbox(Sandbox):
             return {}
 
     def describe(self) -> dict[str, Any]:
-        return {**self.runner, "via": "sandboxd", "url": self.url}
+        # Served by the unauthenticated /readyz: the runner's address stays out of it.
+        return {**self.runner, "via": "sandboxd"}
 
     def close(self) -> None:
         """Nothing is held between operations (open sessions close themselves)."""
