@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -103,10 +104,10 @@ class BubblewrapWorker(WarmWorker):
         self.uid = uid
         command = self._unsafe_command(preload) if unsafe else self._bwrap_command(preload, uid)
         try:
-            self.proc = subprocess.Popen(
+            self.proc = _spawn(lambda: subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
                 env={"PATH": WORKER_PATH, "LANG": "C.UTF-8"},
-            )
+            ))
         except OSError as exc:
             raise SandboxError("could not start a sandbox worker", cause="worker_start_failed") from exc
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
@@ -168,6 +169,44 @@ class BubblewrapWorker(WarmWorker):
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream:
                 stream.close()
+
+
+class _Spawner:
+    """One long-lived thread that starts every worker process.
+
+    `bwrap --die-with-parent` is PR_SET_PDEATHSIG, which fires when the *thread* that
+    forked the worker exits, not the process. Workers are started from whatever thread
+    needs one (anyio's worker threads, which retire after idling; a sandbox runner's
+    per-connection threads), so a worker would die with that thread, possibly while
+    another thread's job runs on it. Forked from this thread, it dies with the process."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Any, queue.SimpleQueue[tuple[bool, Any]]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _serve(self) -> None:
+        while True:
+            make, reply = self._jobs.get()
+            try:
+                reply.put((True, make()))
+            except BaseException as exc:  # handed to the caller's thread
+                reply.put((False, exc))
+
+    def __call__(self, make: Any) -> Any:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, daemon=True, name="assay-worker-spawner")
+                self._thread.start()
+        reply: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        self._jobs.put((make, reply))
+        ok, value = reply.get()
+        if not ok:
+            raise value
+        return value
+
+
+_spawn = _Spawner()
 
 
 class ProcessSandbox(WarmWorkerBackend):

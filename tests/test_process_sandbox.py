@@ -192,3 +192,39 @@ def test_unsafe_flag_runs_without_namespaces_only_when_asked(monkeypatch, tmp_pa
         assert box.run(py("while True: pass", cpu_s=1)).killed_by == "cpu"
     finally:
         box.close()
+
+
+def _live_children() -> set[int]:
+    """Processes this test process started that still run (zombies excluded)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid() and fields[0] != "Z":
+                found.add(int(entry))
+    return found
+
+
+def test_warm_worker_outlives_the_thread_that_started_it():
+    """bwrap's --die-with-parent follows the *thread* that forked it: a worker started from
+    a short-lived thread (anyio's idle-retiring workers, sandboxd's connection threads)
+    must not die with it, least of all while another thread's job runs on it."""
+    import threading
+
+    sandbox = ProcessSandbox(workers=1)
+    try:
+        before = _live_children()
+        starter = threading.Thread(target=lambda: sandbox.run(Job(command=["true"])))
+        starter.start()
+        starter.join()
+        workers = _live_children() - before
+        assert len(workers) == 1
+        # The next job runs on the same warm worker: none died, none was started anew.
+        assert sandbox.run(py("print(1)")).stdout == b"1\n"
+        assert _live_children() - before == workers
+    finally:
+        sandbox.close()
