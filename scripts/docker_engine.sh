@@ -71,3 +71,34 @@ if ! docker compose version >/dev/null 2>&1; then
     install -m 0755 "$binary" "$PLUGIN_DIR/docker-compose"
 fi
 log "compose: $(docker compose version --short)"
+
+# gVisor for sandbox containers (ASSAY_DOCKER_RUNTIME=runsc), only when asked: it edits the
+# engine's /etc/docker/daemon.json (adds a `runsc` runtime, keeps the rest) and reloads it
+# with SIGHUP (runtimes reload without a restart). Skipped, with a note, where no runsc
+# package can be installed. Whether runsc then *runs* depends on the host:
+# tests/test_gvisor.py probes it and says so.
+if [ "${ASSAY_GVISOR:-0}" = 1 ]; then
+    if ! command -v runsc >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null 2>&1 \
+            || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null 2>&1; } \
+            || log "no runsc package here: gVisor tests will skip"
+    fi
+    if command -v runsc >/dev/null 2>&1 && ! docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then
+        mkdir -p /etc/docker
+        python3 - "$(command -v runsc)" <<'PY'
+import json, os, sys
+path = "/etc/docker/daemon.json"
+config = json.load(open(path)) if os.path.exists(path) and os.path.getsize(path) else {}
+config.setdefault("runtimes", {})["runsc"] = {"path": sys.argv[1],
+                                              "runtimeArgs": ["--platform=ptrace", "--network=none"]}
+json.dump(config, open(path + ".part", "w"), indent=2)
+os.replace(path + ".part", path)
+PY
+        kill -HUP "$(pgrep -x dockerd | head -n1)"
+        for _ in $(seq 1 20); do
+            docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' && break
+            sleep 0.5
+        done
+        log "runtimes: $(docker info --format '{{json .Runtimes}}')"
+    fi
+fi

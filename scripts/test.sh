@@ -22,7 +22,7 @@ export ASSAY_SQL_POSTGRES_URL="${ASSAY_SQL_POSTGRES_URL:-$ASSAY_TEST_POSTGRES_UR
 backends=process
 if [ "${ASSAY_SKIP_DOCKER:-0}" != 1 ]; then
   # The project's interpreter for the image build, and no `make`: a fresh machine may lack both.
-  PYTHON="$VENV/bin/python" scripts/docker_engine.sh
+  ASSAY_GVISOR="${ASSAY_GVISOR:-1}" PYTHON="$VENV/bin/python" scripts/docker_engine.sh
   PYTHON="$VENV/bin/python" scripts/build_images.sh
   backends=process,docker
 fi
