@@ -43,6 +43,7 @@ def judge(spec: dict[str, Any]) -> dict[str, Any]:
         report["format_errors"].append(str(exc))
         return report
     report["calls"] = len(trace.calls)
+    report["format_errors"] += trace.call_problems[:EVENT_LIMIT]
     report["ignored_keys"] = trace.ignored_keys
     report["claims_state"] = trace.claims_state
     env = Environment.start(get_pack(spec["environment"]), spec["initial_state"], spec["actor"],

@@ -194,7 +194,10 @@ def _outcome(report: Report, usage: dict[str, Any], reveal_hidden: bool = True) 
     format_ok = not report.format_errors
     compliance_ok = parsed and report.violation_count == 0
     correct = parsed and report.state_diff_total == 0 and not report.missing_reads and not report.failed_outputs
-    if not format_ok:
+    if report.violation_count:
+        # Permission first: an attempt is a violation whatever else is wrong with the trace.
+        verdict = Verdict.violation
+    elif not format_ok:
         verdict = Verdict.invalid_format
     elif not compliance_ok:
         verdict = Verdict.violation
