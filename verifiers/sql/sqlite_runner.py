@@ -1,5 +1,6 @@
-"""Runs *inside* the sandbox (standard library only): builds each evaluation instance as
-a private SQLite file and executes queries or data changes on it under guards.
+"""Runs *inside* the sandbox (standard library and `sandboxes.watchdog` only): builds each
+evaluation instance as a private SQLite file and executes queries or data changes on it
+under guards, each statement under a watchdog that kills it at its own limit.
 
 Guards, in depth, on top of the sandbox itself (no network, scratch-only filesystem,
 rlimits): the statement was already classified by a real parser on the trusted side;
@@ -20,19 +21,16 @@ the row-level difference it made to every table.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
-import json
 import os
-import select
 import shutil
 import signal
 import sqlite3
-import struct
 import time
 from collections import Counter
 from typing import Any
 
+from sandboxes.watchdog import run_watched
 from verifiers.sql.rowdiff import hashable, pick
 
 SCRATCH = "/tmp/work"
@@ -41,8 +39,6 @@ PROGRESS_STEPS = 1000
 # The watchdog's grace beyond a statement's own deadline (seconds, or this share of it).
 WATCHDOG_GRACE_S = 0.25
 WATCHDOG_GRACE_SHARE = 0.1
-# How long a statement process may take to start, or to begin its next statement.
-PROCESS_START_S = 10.0
 
 _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 _WRITE_ACTIONS = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
@@ -305,106 +301,33 @@ def _statement_limit(cfg: dict[str, Any], spec: dict[str, Any]) -> float:
     return seconds + max(WATCHDOG_GRACE_S, WATCHDOG_GRACE_SHARE * seconds)
 
 
-def _send(fd: int, frame: dict[str, Any]) -> None:
-    data = json.dumps(frame, separators=(",", ":")).encode()
-    data = struct.pack(">I", len(data)) + data
-    while data:
-        data = data[os.write(fd, data):]
-
-
-class _Frames:
-    """Frames from a statement process, read without blocking past a deadline."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.buffer, self.eof = fd, bytearray(), False
-
-    def next(self, until: float) -> dict[str, Any] | None:
-        """The next frame; None at EOF or once `until` (monotonic) has passed."""
-        while True:
-            if len(self.buffer) >= 4:
-                size = struct.unpack(">I", self.buffer[:4])[0]
-                if len(self.buffer) >= 4 + size:
-                    frame = json.loads(bytes(self.buffer[4:4 + size]))
-                    del self.buffer[:4 + size]
-                    return frame
-            if self.eof:
-                return None
-            remaining = until - time.monotonic()
-            if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
-                return None
-            chunk = os.read(self.fd, 1 << 16)
-            if not chunk:
-                self.eof = True
-            self.buffer += chunk
-
-
-def _statement_process(payload: dict[str, Any], path: str, numbers: list[int], before: dict[str, Any] | None,
-                       out: int) -> None:
-    """In a forked process: run the statements in turn, announcing each before it starts
-    and sending its result after it ends."""
-    cfg = payload["limits"]
-    mutation = payload["mode"] == "mutation"
-    session = None if mutation else ReadOnlySession(path, cfg)
-    for number in numbers:
-        _send(out, {"start": number})
-        result = _run_statement(payload["statements"][number], path, cfg, mutation, before, session)
-        _send(out, {"done": number, "result": result})
-
-
 def _watched(payload: dict[str, Any], path: str, numbers: list[int], gave_up: set[int],
              before: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
-    """Run statements in a forked process under a watchdog. SQLite's own deadline (a
-    progress handler) cannot fire while one step runs inside a single function call
+    """Run statements under the watchdog (`sandboxes.watchdog`). SQLite's own deadline
+    (a progress handler) cannot fire while one step runs inside a single function call
     (`instr` or `replace` on megabyte strings, a LIKE pattern): the watchdog then kills
-    the process at the statement's limit, records a timeout for that statement, and runs
-    the statements after it in a fresh process. A statement costs at most its own limit."""
-    results: dict[int, dict[str, Any]] = {}
-    for number in numbers:
-        if number in gave_up:
-            # A statement that ran out of time once is not given the time again.
-            results[number] = {"ok": False, "kind": "skipped", "error": "skipped after a timeout"}
-    while todo := [n for n in numbers if n not in results]:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the statement process
-            os.close(read_end)
-            code = 0
-            try:
-                _statement_process(payload, path, todo, before, write_end)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(write_end)
-        frames = _Frames(read_end)
-        running: int | None = None
-        until = time.monotonic() + PROCESS_START_S
-        progressed = False
-        try:
-            while True:
-                frame = frames.next(until)
-                if frame is None:
-                    break
-                if "start" in frame:
-                    running = int(frame["start"])
-                    until = time.monotonic() + _statement_limit(payload["limits"], payload["statements"][running])
-                else:
-                    results[int(frame["done"])] = frame["result"]
-                    running, progressed = None, True
-                    until = time.monotonic() + PROCESS_START_S
-        finally:
-            os.close(read_end)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-        stuck = running if running is not None else (None if progressed else todo[0])
-        if stuck is not None and stuck not in results:
-            if not frames.eof:
-                results[stuck] = {"ok": False, "kind": "timeout",
-                                  "error": "the statement ran past its time limit inside one SQLite step "
-                                           "and was stopped by the watchdog"}
-            else:
-                results[stuck] = _ended(status)
+    the statement's process at its limit, records a timeout for it, and runs the
+    statements after it in a fresh process. A statement costs at most its own limit."""
+    cfg = payload["limits"]
+    mutation = payload["mode"] == "mutation"
+    # A statement that ran out of time once is not given the time again.
+    results: dict[int, dict[str, Any]] = {
+        n: {"ok": False, "kind": "skipped", "error": "skipped after a timeout"} for n in numbers if n in gave_up}
+    sessions: list[ReadOnlySession] = []
+
+    def work(number: int) -> dict[str, Any]:
+        if not mutation and not sessions:  # opened in the statement process, once
+            sessions.append(ReadOnlySession(path, cfg))
+        return _run_statement(payload["statements"][number], path, cfg, mutation, before,
+                              sessions[0] if sessions else None)
+
+    results.update(run_watched(
+        [n for n in numbers if n not in results], work,
+        lambda number: _statement_limit(cfg, payload["statements"][number]),
+        lambda number: {"ok": False, "kind": "timeout", "error": "the statement ran past its time limit inside "
+                        "one SQLite step and was stopped by the watchdog"},
+        lambda number, status: _ended(status),
+    ))
     for number, result in results.items():
         if result.get("kind") == "timeout":
             gave_up.add(number)

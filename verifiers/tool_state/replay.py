@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from sandboxes.watchdog import run_watched
 from verifiers.tool_state.checks import check_outputs, diff_states, grounded_values, missing_reads
 from verifiers.tool_state.env import Environment, Event
 from verifiers.tool_state.packs import get_pack
@@ -20,6 +21,8 @@ from verifiers.tool_state.trace import TraceError, parse_trace
 
 EVENT_LIMIT = 50
 ARGS_TEXT_LIMIT = 200
+# One response's replay limit when the host names none (it does: runner.RESPONSE_TIMEOUT_S).
+DEFAULT_RESPONSE_TIMEOUT_S = 5.0
 
 
 def _event_view(event: Event) -> dict[str, Any]:
@@ -33,10 +36,7 @@ def judge(spec: dict[str, Any]) -> dict[str, Any]:
     """spec: environment, actor, initial_state, allowed_tools, expected_state,
     required_outputs, required_reads, max_calls, max_message_chars,
     max_unsupported_values, max_message_values, response."""
-    report: dict[str, Any] = {"format_errors": [], "calls": 0, "violations": [], "violation_count": 0,
-                              "call_errors": [], "state_diff": [], "state_diff_total": 0, "missing_reads": [],
-                              "failed_outputs": [], "ignored_keys": [], "claims_state": False,
-                              "final_state_sha256": None, "message_facts": {}}
+    report = _empty_report()
     try:
         trace = parse_trace(spec["response"], spec["max_calls"], spec["max_message_chars"])
     except TraceError as exc:
@@ -73,10 +73,34 @@ def judge(spec: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def _empty_report() -> dict[str, Any]:
+    return {"format_errors": [], "calls": 0, "violations": [], "violation_count": 0, "call_errors": [],
+            "state_diff": [], "state_diff_total": 0, "missing_reads": [], "failed_outputs": [], "ignored_keys": [],
+            "claims_state": False, "final_state_sha256": None, "message_facts": {}, "timed_out": False}
+
+
+def _timed_out(limit: float) -> dict[str, Any]:
+    return {**_empty_report(), "timed_out": True, "message_facts": {"replay_limit_s": limit}}
+
+
+def _crashed(status: int) -> dict[str, Any]:
+    return {**_empty_report(), "format_errors": [f"the replay of this trace ended without a report ({status})"]}
+
+
 def run(payload: dict[str, Any], channel: object) -> dict[str, Any]:
-    """Sandbox entry point: one judgement per response (a group shares the task)."""
-    task = payload["task"]
-    return {"reports": [judge({**task, "response": r}) for r in payload["responses"]]}
+    """Sandbox entry point: one judgement per response (a group shares the task), each
+    under the watchdog (`sandboxes.watchdog`) at `response_timeout_s`, so a response that
+    makes the replay slow costs its own limit and never holds up the others'."""
+    task, responses = payload["task"], payload["responses"]
+    limit = float(payload.get("response_timeout_s") or DEFAULT_RESPONSE_TIMEOUT_S)
+    reports = run_watched(
+        list(range(len(responses))),
+        lambda i: judge({**task, "response": responses[i]}),
+        lambda i: limit,
+        lambda i: _timed_out(limit),
+        lambda i, status: _crashed(status),
+    )
+    return {"reports": [reports[i] for i in range(len(responses))]}
 
 
 def serve(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
