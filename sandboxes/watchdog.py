@@ -32,36 +32,43 @@ _HEADER = struct.Struct(">I")
 
 
 def _send(fd: int, frame: dict[str, Any]) -> None:
-    data = json.dumps(frame, separators=(",", ":")).encode()
-    data = _HEADER.pack(len(data)) + data
+    data = _frame(frame)
     while data:
         data = data[os.write(fd, data):]
 
 
 class _Frames:
-    """Frames from the worker process, read without blocking past a deadline."""
+    """Frames from the other process, read without blocking past a deadline."""
 
     def __init__(self, fd: int) -> None:
         self.fd, self.buffer, self.eof = fd, bytearray(), False
 
-    def next(self, until: float) -> dict[str, Any] | None:
-        """The next frame; None at EOF or once `until` (monotonic) has passed."""
-        while True:
-            if len(self.buffer) >= _HEADER.size:
-                size = _HEADER.unpack(self.buffer[:_HEADER.size])[0]
-                if len(self.buffer) >= _HEADER.size + size:
-                    frame = json.loads(bytes(self.buffer[_HEADER.size:_HEADER.size + size]))
-                    del self.buffer[:_HEADER.size + size]
-                    return frame
+    def parse(self) -> dict[str, Any] | None:
+        """A whole frame from what was read already, else None."""
+        if len(self.buffer) >= _HEADER.size:
+            size = _HEADER.unpack(self.buffer[:_HEADER.size])[0]
+            if len(self.buffer) >= _HEADER.size + size:
+                frame = json.loads(bytes(self.buffer[_HEADER.size:_HEADER.size + size]))
+                del self.buffer[:_HEADER.size + size]
+                return frame
+        return None
+
+    def fill(self) -> None:
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            self.eof = True
+        self.buffer += chunk
+
+    def next(self, until: float | None) -> dict[str, Any] | None:
+        """The next frame; None at EOF or once `until` (monotonic; None: never) has passed."""
+        while (frame := self.parse()) is None:
             if self.eof:
                 return None
-            remaining = until - time.monotonic()
-            if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
+            remaining = None if until is None else until - time.monotonic()
+            if remaining is not None and (remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]):
                 return None
-            chunk = os.read(self.fd, 1 << 16)
-            if not chunk:
-                self.eof = True
-            self.buffer += chunk
+            self.fill()
+        return frame
 
 
 def _worker(items: list[int], work: Callable[[int], Any], out: int) -> None:
@@ -118,3 +125,8 @@ def run_watched(
         if stuck is not None and stuck not in results:
             results[stuck] = on_death(stuck, status) if frames.eof else on_timeout(stuck)
     return results
+
+
+def _frame(obj: Any) -> bytes:
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    return _HEADER.pack(len(data)) + data

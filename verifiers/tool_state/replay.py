@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
-from sandboxes.watchdog import run_watched
 from verifiers.tool_state.checks import check_outputs, diff_states, grounded_values, missing_reads
 from verifiers.tool_state.env import Environment, Event
 from verifiers.tool_state.packs import get_pack
@@ -32,16 +32,27 @@ def _event_view(event: Event) -> dict[str, Any]:
             "kind": event.error_kind, "message": event.error}
 
 
-def judge(spec: dict[str, Any]) -> dict[str, Any]:
+class _Overrun(Exception):
+    """The replay of one response ran past its limit."""
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise _Overrun
+
+
+def judge(spec: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
     """spec: environment, actor, initial_state, allowed_tools, expected_state,
     required_outputs, required_reads, max_calls, max_message_chars,
-    max_unsupported_values, max_message_values, response."""
+    max_unsupported_values, max_message_values, response. Past `deadline` (monotonic)
+    it raises _Overrun, checked after parsing, before each call and after each stage."""
     report = _empty_report()
     try:
         trace = parse_trace(spec["response"], spec["max_calls"], spec["max_message_chars"])
     except TraceError as exc:
         report["format_errors"].append(str(exc))
         return report
+    _check(deadline)
     report["calls"] = len(trace.calls)
     report["format_errors"] += trace.call_problems[:EVENT_LIMIT]
     report["ignored_keys"] = trace.ignored_keys
@@ -49,7 +60,9 @@ def judge(spec: dict[str, Any]) -> dict[str, Any]:
     env = Environment.start(get_pack(spec["environment"]), spec["initial_state"], spec["actor"],
                             spec["allowed_tools"])
     for call in trace.calls:
+        _check(deadline)
         env.step(call.tool, call.args)
+    _check(deadline)
     violations = [e for e in env.events if e.violation]
     errors = [e for e in env.events if not e.ok and not e.violation]
     report["violations"] = [_event_view(e) for e in violations[:EVENT_LIMIT]]
@@ -64,9 +77,11 @@ def judge(spec: dict[str, Any]) -> dict[str, Any]:
         )
     report["state_diff"], report["state_diff_total"] = diff_states(env.state, spec["expected_state"])
     report["missing_reads"] = missing_reads(env.events, spec["required_reads"])
+    _check(deadline)
     failed, facts = check_outputs(trace.final_message, spec["required_outputs"], lambda: grounded_values(env.events),
                                   spec["max_unsupported_values"], spec["max_message_values"])
     report["failed_outputs"], report["message_facts"] = failed, facts
+    _check(deadline)
     report["final_state_sha256"] = hashlib.sha256(
         json.dumps(env.state, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
@@ -83,24 +98,22 @@ def _timed_out(limit: float) -> dict[str, Any]:
     return {**_empty_report(), "timed_out": True, "message_facts": {"replay_limit_s": limit}}
 
 
-def _crashed(status: int) -> dict[str, Any]:
-    return {**_empty_report(), "format_errors": [f"the replay of this trace ended without a report ({status})"]}
+def _judge_within(task: dict[str, Any], response: str, limit: float) -> dict[str, Any]:
+    try:
+        return judge({**task, "response": response}, time.monotonic() + limit)
+    except _Overrun:
+        return _timed_out(limit)
 
 
 def run(payload: dict[str, Any], channel: object) -> dict[str, Any]:
     """Sandbox entry point: one judgement per response (a group shares the task), each
-    under the watchdog (`sandboxes.watchdog`) at `response_timeout_s`, so a response that
-    makes the replay slow costs its own limit and never holds up the others'."""
-    task, responses = payload["task"], payload["responses"]
+    within its own `response_timeout_s`, so a response that makes the replay slow costs
+    its own limit and never holds up the others'. The deadline is checked before every
+    call and stage: all the work between two checks is linear in input the trace caps
+    bound (1 MB, `max_calls`, `max_message_chars`), so it overruns by a fraction of a
+    second at most (the host's request timeout backs it up)."""
     limit = float(payload.get("response_timeout_s") or DEFAULT_RESPONSE_TIMEOUT_S)
-    reports = run_watched(
-        list(range(len(responses))),
-        lambda i: judge({**task, "response": responses[i]}),
-        lambda i: limit,
-        lambda i: _timed_out(limit),
-        lambda i, status: _crashed(status),
-    )
-    return {"reports": [reports[i] for i in range(len(responses))]}
+    return {"reports": [_judge_within(payload["task"], r, limit) for r in payload["responses"]]}
 
 
 def serve(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
