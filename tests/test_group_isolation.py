@@ -25,6 +25,9 @@ from verifiers.tool_state.trace import dumps_trace
 
 # Beyond the hostile response's own limit: process starts and kills, and a loaded machine.
 MARGIN_S = 6.0
+# Math kills the resident server that parsed the hostile answer; the next answer then
+# waits for a fresh one (on docker under load, several seconds with sympy's warm-up).
+RESTART_MARGIN_S = 15.0
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +41,8 @@ def timed(run: Callable[[], list[Outcome]]) -> tuple[list[Outcome], float]:
     return outcomes, time.monotonic() - started
 
 
-def check_isolated(verifier: str, task, hostile: str, honest: list[str], limit_s: float, ctx) -> None:
+def check_isolated(verifier: str, task, hostile: str, honest: list[str], limit_s: float, ctx,
+                   margin_s: float = MARGIN_S) -> None:
     judge = get(verifier)
     judge.verify_many(task, honest, ctx)  # warm pools, caches and the gold
     alone, honest_s = timed(lambda: judge.verify_many(task, honest, ctx))
@@ -51,7 +55,7 @@ def check_isolated(verifier: str, task, hostile: str, honest: list[str], limit_s
     assert bad.reward(task) == 0.0
     for outcome in outcomes:
         assert outcome.verdict is Verdict.correct and outcome.reward(task) == 1.0, outcome.evidence
-    assert group_s <= honest_s + limit_s + MARGIN_S, (group_s, honest_s, limit_s)
+    assert group_s <= honest_s + limit_s + margin_s, (group_s, honest_s, limit_s)
 
 
 def test_sql_statement_stuck_in_one_sqlite_step(ctx):
@@ -86,7 +90,7 @@ def test_math_answer_whose_parse_runs_to_its_limit(ctx):
     task = get("math").parse_task({"answer": "x^2+2x+1", "timeout_s": 1.0})
     hostile = r"The answer is \boxed{((x+1)^{40}+(x+2)^{40})^{20}}"
     honest = [r"\boxed{(x+1)^2}", r"so \boxed{x^2 + 2x + 1}", r"\boxed{1+2x+x^2}"]
-    check_isolated("math", task, hostile, honest, 1.0, ctx)
+    check_isolated("math", task, hostile, honest, 1.0, ctx, RESTART_MARGIN_S)
 
 
 def test_code_candidate_that_never_ends(ctx):

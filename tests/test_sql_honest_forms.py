@@ -89,6 +89,22 @@ def test_hidden_and_returned_keys_mixed_and_expression_keys(ctx):
     assert honest.verdict is Verdict.correct, honest.evidence
 
 
+@pytest.mark.parametrize(("gold", "honest", "wrong"), [
+    # shelf 3 holds s1 and s3: LIMIT 4 keeps one of them, either will do.
+    ("SELECT sku FROM item ORDER BY shelf LIMIT 4", "SELECT sku FROM item ORDER BY shelf, sku DESC LIMIT 4",
+     "SELECT sku FROM item ORDER BY qty LIMIT 4"),
+    ("SELECT sku, shelf FROM item ORDER BY shelf DESC LIMIT 1",
+     "SELECT sku, shelf FROM item ORDER BY 2 DESC, sku DESC LIMIT 1",
+     "SELECT sku, shelf FROM item ORDER BY shelf DESC, qty DESC LIMIT 2"),
+])
+def test_a_limit_that_cuts_a_tie_block_may_keep_any_of_the_tied_rows(ctx, gold, honest, wrong):
+    t = task(gold=gold)
+    bad, good, other = judge(t, [wrong, honest, honest.replace("DESC LIMIT", "ASC LIMIT")], ctx)
+    assert bad.verdict is Verdict.incorrect
+    assert good.verdict is Verdict.correct, good.evidence
+    assert other.verdict is Verdict.correct, other.evidence
+
+
 def test_a_distinct_gold_whose_keys_would_split_rows_keeps_a_strict_order(ctx):
     t = task(gold="SELECT DISTINCT shelf FROM item ORDER BY shelf")
     wrong, honest = judge(t, ["SELECT DISTINCT shelf FROM item ORDER BY shelf DESC",

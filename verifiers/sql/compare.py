@@ -174,12 +174,15 @@ def compare_results(
     tol: Tolerance,
     tie_keys: Sequence[int] | None = None,
     tie_values: Sequence[Sequence[Any]] | None = None,
+    boundary: Sequence[Sequence[Any]] | None = None,
 ) -> Comparison:
     """Compare a result with the expected one. With `order_matters`, rows must come in
     the expected order; the ORDER BY's keys, when known, relax that to the order between
     blocks of rows that tie on every key, since the order inside such a block is left to
     the database. The keys are given as result columns (`tie_keys`) or, for keys the
-    result does not hold, as each expected row's key values (`tie_values`)."""
+    result does not hold, as each expected row's key values (`tie_values`). `boundary`
+    (with `tie_values`, under a LIMIT) holds every row that ties with the last expected
+    one: the last tie block may be filled by any of them."""
     if len(expected_columns) != len(actual_columns):
         return Comparison(
             False, column_problem=f"expected {len(expected_columns)} columns, got {len(actual_columns)}"
@@ -191,6 +194,9 @@ def compare_results(
             return Comparison(False, column_problem=f"column names differ: got {list(actual_columns)}")
     if _plainly_identical(expected_rows, actual_rows):
         return Comparison(True)  # same rows in the same order: equal under every rule
+    if order_matters and tie_values is not None and boundary is not None and \
+            _fills_boundary(expected_rows, actual_rows, tie_values, boundary, tol):
+        return Comparison(True)
     missing, extra = multiset_difference(expected_rows, actual_rows, tol)
     if missing or extra:
         return Comparison(False, missing=missing, extra=extra)
@@ -210,6 +216,20 @@ def compare_results(
             if not same:
                 return Comparison(False, order_mismatch_at=start)
     return Comparison(True)
+
+
+def _fills_boundary(expected: Sequence[Sequence[Any]], actual: Sequence[Sequence[Any]],
+                    keys: Sequence[Sequence[Any]], boundary: Sequence[Sequence[Any]], tol: Tolerance) -> bool:
+    """Every tie block but the last matches; the last is filled from the boundary rows."""
+    if len(expected) != len(actual) or not expected:
+        return False
+    blocks = _tie_blocks(keys)
+    for start, end in blocks[:-1]:
+        if multiset_difference(expected[start:end], actual[start:end], tol) != ([], []):
+            return False
+    start = blocks[-1][0]
+    _, extra = multiset_difference(boundary, actual[start:], tol)
+    return not extra
 
 
 def _tie_blocks(keys: Sequence[Sequence[Any]]) -> list[tuple[int, int]]:

@@ -303,10 +303,12 @@ KEY_ALIAS = "assay_order_key_"
 
 
 @functools.lru_cache(maxsize=1024)
-def with_order_keys(sql: str, dialect: str) -> tuple[str, int] | None:
+def with_order_keys(sql: str, dialect: str) -> tuple[str, int, str | None] | None:
     """The query rewritten to also return the values of its outermost ORDER BY keys as
     extra trailing columns (so ties can be found even on keys the query does not return),
-    with the number of keys; None when the query has no such ORDER BY to rewrite.
+    the number of keys, and the same without its LIMIT when it has one and no OFFSET (the
+    rows that tie with the last one kept may stand in for it); None when the query has no
+    such ORDER BY to rewrite.
 
     Only columns are added: the rows and their order stay the query's own (the caller
     checks that the leading columns still give the query's rows, and falls back to a
@@ -335,4 +337,9 @@ def with_order_keys(sql: str, dialect: str) -> tuple[str, int] | None:
             term = aliases[term.name.casefold()]
         keys.append(exp.alias_(term.copy(), f"{KEY_ALIAS}{len(keys) + 1}"))
     root.set("expressions", selects + keys)
-    return root.sql(dialect=SQLGLOT_DIALECT[dialect]), len(keys)
+    keyed = root.sql(dialect=SQLGLOT_DIALECT[dialect])
+    unlimited = None
+    if root.args.get("limit") is not None and root.args.get("offset") is None:
+        root.set("limit", None)
+        unlimited = root.sql(dialect=SQLGLOT_DIALECT[dialect])
+    return keyed, len(keys), unlimited

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 from sandboxes.base import SandboxError
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.registry import register
-from verifiers.sql.compare import Comparison, Row, Tolerance, compare_results, multiset_difference, show_value
+from verifiers.sql.compare import (
+    Comparison,
+    Row,
+    Tolerance,
+    compare_results,
+    multiset_difference,
+    row_key,
+    show_value,
+)
 from verifiers.sql.detectors import sql_flags
 from verifiers.sql.execution import Backend, Execution, Statement, StatementResult, TableDiff
 from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by, with_order_keys
@@ -46,6 +54,9 @@ class _Gold:
     tie_keys: tuple[int, ...] | None = None
     # Or, per instance, each gold row's ORDER BY key values (keys the gold does not return).
     tie_values: list[list[Row] | None] | None = None
+    # Per instance, under a LIMIT: every row that ties with the last one kept (any of them
+    # may fill the last tie block).
+    boundaries: list[list[Row] | None] | None = None
 
 
 class _Lru:
@@ -139,12 +150,12 @@ class SqlVerifier(Verifier):
             return [o for o in outcomes if o is not None]
         gold = self._gold.get(self._cache_key(task))
         statements: list[Statement] = []
-        keyed: tuple[str, int] | None = None
+        keyed: tuple[str, int, str | None] | None = None
         if gold is None and task.gold is not None:
             statements.append(Statement(self._check_gold_statement(task)))
             keyed = self._keyed_gold(task)
             if keyed is not None:
-                statements.append(Statement(keyed[0]))
+                statements += [Statement(keyed[0])] + ([Statement(keyed[2])] if keyed[2] else [])
         predicate = task.predicate.sql if task.predicate else None
         offset = len(statements)
         # A group often repeats a response: each distinct statement runs once.
@@ -230,13 +241,17 @@ class SqlVerifier(Verifier):
                 detail = f": {clip(run.build_error, 300)}" if reveal_hidden else ""
                 raise TaskInvalid(f"instance {number} failed to load{detail}", field=f"task.instances.{number}")
 
-    def _keyed_gold(self, task: SqlTask) -> tuple[str, int] | None:
-        """The gold that also returns its ORDER BY keys, when order matters and some key
-        is not a result column (ties on such a key are only visible this way)."""
+    def _keyed_gold(self, task: SqlTask) -> tuple[str, int, str | None] | None:
+        """The gold that also returns its ORDER BY keys (and the same without its LIMIT),
+        when order matters and some key is not a result column or a LIMIT may cut a tie
+        block: such ties are only visible this way."""
         assert task.gold is not None
-        if task.mode != "query" or not self._order_matters(task) or order_key_columns(task.gold, task.dialect):
+        if task.mode != "query" or not self._order_matters(task):
             return None
-        return with_order_keys(task.gold, task.dialect)
+        keyed = with_order_keys(task.gold, task.dialect)
+        if keyed is None or (keyed[2] is None and order_key_columns(task.gold, task.dialect) is not None):
+            return None
+        return keyed
 
     @staticmethod
     def _tie_values(gold: StatementResult, keyed: StatementResult, keys: int) -> tuple[list[Row], list[Row]] | None:
@@ -250,7 +265,18 @@ class SqlVerifier(Verifier):
             return None
         return rows, [row[width:] for row in keyed.rows]
 
-    def _make_gold(self, task: SqlTask, execution: Execution, keyed: tuple[str, int] | None) -> _Gold | None:
+    @staticmethod
+    def _boundary(keys: list[Row], keyed: StatementResult, unlimited: StatementResult, width: int) -> list[Row] | None:
+        """Every row of the unlimited keyed gold that ties with the last row kept."""
+        if not keys or not unlimited.ok or len(unlimited.columns) != len(keyed.columns):
+            return None
+        last = row_key(keys[-1])
+        rows = [row[:width] for row in unlimited.rows if row_key(row[width:]) == last]
+        kept = sum(row_key(k) == last for k in keys)
+        return rows if len(rows) > kept else None
+
+    def _make_gold(self, task: SqlTask, execution: Execution,
+                   keyed: tuple[str, int, str | None] | None) -> _Gold | None:
         if task.predicate is not None:
             return None
         if task.expected is not None:
@@ -272,17 +298,21 @@ class SqlVerifier(Verifier):
         if order_matters and task.gold is not None and task.mode == "query":
             tie_keys = order_key_columns(task.gold, task.dialect)
         tie_values: list[list[Row] | None] | None = None
+        boundaries: list[list[Row] | None] | None = None
         if keyed is not None:
-            tie_values = []
+            tie_values, boundaries = [], []
             for number, run in enumerate(execution.instances):
                 found = self._tie_values(results[number], run.results[1], keyed[1])
-                if found is None:
-                    tie_values.append(None)
-                else:
+                boundary = None
+                if found is not None:
                     # The keyed run's own order of tied rows is as good as the gold's.
+                    width = len(results[number].columns)
                     results[number] = StatementResult(True, columns=results[number].columns, rows=found[0])
-                    tie_values.append(found[1])
-        return _Gold(results, order_matters, tie_keys, tie_values)
+                    if keyed[2] is not None:
+                        boundary = self._boundary(found[1], run.results[1], run.results[2], width)
+                tie_values.append(found[1] if found is not None else None)
+                boundaries.append(boundary)
+        return _Gold(results, order_matters, tie_keys, tie_values, boundaries)
 
     @staticmethod
     def _expected_results(task: SqlTask) -> list[StatementResult]:
@@ -348,6 +378,7 @@ class SqlVerifier(Verifier):
             want.columns, want.rows, result.columns, result.rows,
             order_matters=gold.order_matters, column_names_matter=task.column_names_matter, tol=tol,
             tie_keys=gold.tie_keys, tie_values=gold.tie_values[number] if gold.tie_values else None,
+            boundary=gold.boundaries[number] if gold.boundaries else None,
         )
         entry: dict[str, Any] = {"match": found.match, "rows": len(result.rows), "expected_rows": len(want.rows)}
         if not found.match:
