@@ -311,8 +311,7 @@ def _watched(payload: dict[str, Any], path: str, numbers: list[int], gave_up: se
     cfg = payload["limits"]
     mutation = payload["mode"] == "mutation"
     # A statement that ran out of time once is not given the time again.
-    results: dict[int, dict[str, Any]] = {
-        n: {"ok": False, "kind": "skipped", "error": "skipped after a timeout"} for n in numbers if n in gave_up}
+    results: dict[int, dict[str, Any]] = {n: dict(_SKIPPED) for n in numbers if n in gave_up}
     sessions: list[ReadOnlySession] = []
 
     def work(number: int) -> dict[str, Any]:
@@ -324,14 +323,59 @@ def _watched(payload: dict[str, Any], path: str, numbers: list[int], gave_up: se
     results.update(run_watched(
         [n for n in numbers if n not in results], work,
         lambda number: _statement_limit(cfg, payload["statements"][number]),
-        lambda number: {"ok": False, "kind": "timeout", "error": "the statement ran past its time limit inside "
-                        "one SQLite step and was stopped by the watchdog"},
+        lambda number: dict(_WATCHDOG_TIMEOUT),
         lambda number, status: _ended(status),
     ))
     for number, result in results.items():
         if result.get("kind") == "timeout":
             gave_up.add(number)
     return results
+
+
+def _run_all(payload: dict[str, Any], paths: list[str], builds: list[str | None]) -> list[dict[int, dict[str, Any]]]:
+    """Every statement on every built instance (instance by instance), in one process
+    under the watchdog (a fresh one only after a kill): as `_watched`, without a fork
+    per instance. A statement that timed out on one instance is skipped on the next."""
+    cfg = payload["limits"]
+    mutation = payload["mode"] == "mutation"
+    count = len(payload["statements"])
+    items = [index * count + number for index in range(len(paths)) if builds[index] is None
+             for number in range(count)]
+    opened: dict[int, Any] = {}  # per instance, in the statement process: its session or snapshot
+    timed_out: set[int] = set()  # in the statement process: statements stopped by their deadline
+
+    def work(item: int) -> dict[str, Any]:
+        index, number = divmod(item, count)
+        if number in timed_out:
+            return dict(_SKIPPED)
+        if index not in opened:
+            opened[index] = _snapshot(paths[index]) if mutation else ReadOnlySession(paths[index], cfg)
+        handle = opened[index]
+        result = _run_statement(payload["statements"][number], paths[index], cfg, mutation,
+                                handle if mutation else None, None if mutation else handle)
+        if result.get("kind") == "timeout":
+            timed_out.add(number)
+        return result
+
+    def skip(item: int, done: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+        number = item % count
+        stopped = any(r.get("kind") == "timeout" for i, r in done.items() if i % count == number)
+        return dict(_SKIPPED) if stopped else None
+
+    results = run_watched(
+        items, work, lambda item: _statement_limit(cfg, payload["statements"][item % count]),
+        lambda item: dict(_WATCHDOG_TIMEOUT), lambda item, status: _ended(status), skip)
+    per_instance: list[dict[int, dict[str, Any]]] = [{} for _ in paths]
+    for item, result in results.items():
+        index, number = divmod(item, count)
+        per_instance[index][number] = result
+    return per_instance
+
+
+_SKIPPED = {"ok": False, "kind": "skipped", "error": "skipped after a timeout"}
+_WATCHDOG_TIMEOUT = {"ok": False, "kind": "timeout",
+                     "error": "the statement ran past its time limit inside one SQLite step and was stopped by "
+                              "the watchdog"}
 
 
 def _ended(status: int) -> dict[str, Any]:
@@ -399,19 +443,15 @@ def run(payload: dict[str, Any], channel: object, directory: str = SCRATCH) -> d
         builds.append(problem)
         digests.append(_sha(path) if problem is None else None)
     order = list(range(len(statements)))
-    per_instance: list[dict[int, dict[str, Any]]] = []
-    gave_up: set[int] = set()
+    per_instance = _run_all(payload, paths, builds)
     for index, path in enumerate(paths):
         if builds[index] is not None:
-            per_instance.append({})
             continue
-        results = _run_instance(payload, index, path, order, gave_up, checked_each=False)
         if _sha(path) != digests[index]:
             # Something changed the file: find out which statement, one check at a time.
             os.unlink(path)
             build(path, payload["schema"], payload["instances"][index], cfg)
-            results = _run_instance(payload, index, path, order, set(), checked_each=True)
-        per_instance.append(results)
+            per_instance[index] = _run_instance(payload, index, path, order, set(), checked_each=True)
     deferred: list[int] = []
     kept: list[int] = []
     used = 0
