@@ -62,12 +62,12 @@ def check_size(response: str) -> None:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise TraceError(f"the JSON repeats the key {key[:40]!r} in one object: its meaning depends on the parser")
-        seen.add(key)
-    return dict(pairs)
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise TraceError(f"the JSON repeats the key {repeated[:40]!r} in one object: its meaning depends on the parser")
+    return found
 
 
 def parse_trace(response: str, max_calls: int, max_message_chars: int) -> Trace:
