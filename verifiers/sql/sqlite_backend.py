@@ -39,6 +39,8 @@ PRELOAD = ("verifiers.sql.sqlite_runner",)
 CALL_STATEMENT_SECONDS = 60.0
 # What one call may send back (the job-to-supervisor frame limit is 16 MiB).
 CALL_BUDGET_BYTES = 6_000_000
+# What the results of one call's statements may hold at most, by their caps.
+CALL_RESULT_BYTES = 64_000_000
 BUILD_SECONDS = 10.0
 SANDBOX_MEMORY_MB = 768
 # At most this many jobs, and this much task data, share one sandbox call.
@@ -58,7 +60,12 @@ def _limits(task: SqlTask, n_statements: int) -> Limits:
 
 def _chunk_size(task: SqlTask) -> int:
     per_statement = task.timeout_s * len(task.instances) * (2 if task.predicate else 1)
-    return max(1, math.floor(CALL_STATEMENT_SECONDS / per_statement))
+    by_time = math.floor(CALL_STATEMENT_SECONDS / per_statement)
+    # A call holds every result it computes before it defers what does not fit its
+    # transfer budget: bound them so that no group's results can exhaust its memory
+    # (a dead call is no longer re-run statement by statement).
+    by_memory = CALL_RESULT_BYTES // (task.max_result_bytes * len(task.instances))
+    return max(1, min(by_time, by_memory))
 
 
 @dataclass(eq=False)  # jobs are compared by identity: two may carry equal payloads
