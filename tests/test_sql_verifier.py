@@ -189,9 +189,10 @@ def test_large_group_is_batched_and_every_response_judged_on_its_own(ctx):
     task = parse(timeout_s=0.5)
     honest = "SELECT name FROM emp WHERE dept = 'dev' ORDER BY name"
     runaway = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c"
-    # Distinct texts (identical responses would run once, see the next test).
-    responses = [r for i in range(31) for r in (f"/* {i} */ {honest}", f"SELECT 'bob' /* {i} */", "DROP TABLE emp")]
-    responses += [runaway, runaway + " "]
+    # Distinct texts (identical responses would run once, see the next test; a comment
+    # after the statement does not make it another statement, one inside it does).
+    responses = [r for i in range(31) for r in (f"/* {i} */ {honest}", f"SELECT /* {i} */ 'bob'", "DROP TABLE emp")]
+    responses += [runaway, runaway.replace("max(x)", "max(x) + 0")]
     outs = get("sql").verify_many(task, responses, ctx)
     expected = [Verdict.correct, Verdict.incorrect, Verdict.violation] * 31 + [Verdict.timeout] * 2
     assert [o.verdict for o in outs] == expected
@@ -203,7 +204,7 @@ def test_results_too_big_for_one_call_are_deferred_not_lost(ctx):
     rows = ",".join(f"({i},'{'x' * 200}','dev',1.0)" for i in range(2000))
     task = parse(instances=[f"INSERT INTO emp VALUES {rows};"], gold="SELECT * FROM emp",
                  max_result_bytes=2_000_000)
-    outs = get("sql").verify_many(task, [f"SELECT * FROM emp /* {i} */" for i in range(12)], ctx)
+    outs = get("sql").verify_many(task, [f"SELECT /* {i} */ * FROM emp" for i in range(12)], ctx)
     assert all(o.verdict is Verdict.correct for o in outs)
     assert outs[0].usage["n_calls"] >= 2
 

@@ -119,7 +119,9 @@ def test_unknown_tool_and_disallowed_tool_steps_are_recorded(client: httpx.Clien
         "tool freeze_account is not allowed in this task"
     assert step(client, env_id, "__class__")["error"] == "unknown tool '__class__'"
     result = finish(client, env_id)
-    assert result["verdict"] == "invalid_format"
+    # Permission first: the forbidden tool makes it a violation, malformed as the rest is.
+    assert result["verdict"] == "violation"
+    assert result["components"]["format"]["value"] == 0.0
     assert {"forbidden_tool", "unknown_tool"} <= set(result["flags"])
 
 

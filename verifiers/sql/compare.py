@@ -173,11 +173,16 @@ def compare_results(
     column_names_matter: bool,
     tol: Tolerance,
     tie_keys: Sequence[int] | None = None,
+    tie_values: Sequence[Sequence[Any]] | None = None,
+    boundary: Sequence[Sequence[Any]] | None = None,
 ) -> Comparison:
     """Compare a result with the expected one. With `order_matters`, rows must come in
-    the expected order; `tie_keys` (the result columns the ORDER BY sorts on, when known)
-    relaxes that to the order between blocks of rows that tie on every key, since the
-    order inside such a block is left to the database."""
+    the expected order; the ORDER BY's keys, when known, relax that to the order between
+    blocks of rows that tie on every key, since the order inside such a block is left to
+    the database. The keys are given as result columns (`tie_keys`) or, for keys the
+    result does not hold, as each expected row's key values (`tie_values`). `boundary`
+    (with `tie_values`, under a LIMIT) holds every row that ties with the last expected
+    one: the last tie block may be filled by any of them."""
     if len(expected_columns) != len(actual_columns):
         return Comparison(
             False, column_problem=f"expected {len(expected_columns)} columns, got {len(actual_columns)}"
@@ -189,15 +194,21 @@ def compare_results(
             return Comparison(False, column_problem=f"column names differ: got {list(actual_columns)}")
     if _plainly_identical(expected_rows, actual_rows):
         return Comparison(True)  # same rows in the same order: equal under every rule
+    if order_matters and tie_values is not None and boundary is not None and \
+            _fills_boundary(expected_rows, actual_rows, tie_values, boundary, tol):
+        return Comparison(True)
     missing, extra = multiset_difference(expected_rows, actual_rows, tol)
     if missing or extra:
         return Comparison(False, missing=missing, extra=extra)
-    if order_matters and tie_keys is None:
+    if tie_values is None and tie_keys is not None:
+        tie_values = [[row[k] for k in tie_keys] for row in expected_rows]
+    if order_matters and tie_values is None:
         for i, (want_row, have_row) in enumerate(zip(expected_rows, actual_rows, strict=True)):
             if not rows_equal(want_row, have_row, tol):
                 return Comparison(False, order_mismatch_at=i)
     elif order_matters:
-        for start, end in _tie_blocks(expected_rows, tie_keys or ()):
+        assert tie_values is not None and len(tie_values) == len(expected_rows)
+        for start, end in _tie_blocks(tie_values):
             if start + 1 == end:
                 same = rows_equal(expected_rows[start], actual_rows[start], tol)
             else:
@@ -207,13 +218,26 @@ def compare_results(
     return Comparison(True)
 
 
-def _tie_blocks(rows: Sequence[Sequence[Any]], keys: Sequence[int]) -> list[tuple[int, int]]:
-    """[start, end) runs of consecutive rows equal on every key column."""
+def _fills_boundary(expected: Sequence[Sequence[Any]], actual: Sequence[Sequence[Any]],
+                    keys: Sequence[Sequence[Any]], boundary: Sequence[Sequence[Any]], tol: Tolerance) -> bool:
+    """Every tie block but the last matches; the last is filled from the boundary rows."""
+    if len(expected) != len(actual) or not expected:
+        return False
+    blocks = _tie_blocks(keys)
+    for start, end in blocks[:-1]:
+        if multiset_difference(expected[start:end], actual[start:end], tol) != ([], []):
+            return False
+    start = blocks[-1][0]
+    _, extra = multiset_difference(boundary, actual[start:], tol)
+    return not extra
+
+
+def _tie_blocks(keys: Sequence[Sequence[Any]]) -> list[tuple[int, int]]:
+    """[start, end) runs of consecutive rows whose key values are all equal."""
     blocks: list[tuple[int, int]] = []
     start = 0
-    for i in range(1, len(rows) + 1):
-        if i == len(rows) or tuple(value_key(rows[i][k]) for k in keys) != tuple(
-                value_key(rows[start][k]) for k in keys):
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or row_key(keys[i]) != row_key(keys[start]):
             blocks.append((start, i))
             start = i
     return blocks

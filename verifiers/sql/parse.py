@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 # sqlglot logs a warning whenever it falls back to a generic Command; that fallback is
 # exactly what we refuse, so the warning is noise.
@@ -123,12 +125,61 @@ def _unfenced(response: str, dialect: str) -> str | None:
 
 @dataclass(frozen=True)
 class Classified:
-    """The outcome of classifying one response."""
+    """The outcome of classifying one response. `text` is what runs: the statement
+    itself, without what follows its last token (semicolons, comments), and with
+    SQLite's `REPLACE INTO` spelt as its synonym `INSERT OR REPLACE INTO`, so that what
+    runs is exactly what was classified."""
 
     ok: bool
     kind: str  # "query" | "mutation" | "unparsable" | "forbidden" | "empty"
     reason: str = ""
     statement: exp.Expression | None = field(default=None, repr=False)
+    text: str = ""
+
+
+# Schemas (Postgres) and name prefixes of the database's own catalog: never a data change's target.
+_CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema", "pg_toast"})
+_CATALOG_PREFIX = {"sqlite": "sqlite_", "postgres": "pg_"}
+
+
+def prepare(sql: str, dialect: str) -> str:
+    """The statement text to classify and run: cut after its last real token (so a
+    comment or semicolon after the statement is not a second statement), and in SQLite
+    `REPLACE INTO` rewritten as `INSERT OR REPLACE INTO` (the same statement there; the
+    parser reads only the second). Raises what the tokenizer raises."""
+    tokens = [t for t in Dialect.get_or_raise(SQLGLOT_DIALECT[dialect]).tokenize(sql)]
+    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
+        tokens.pop()
+    if not tokens:
+        return ""
+    text = sql[: tokens[-1].end + 1]
+    if dialect != "sqlite":
+        return text
+    for i in reversed(range(len(tokens))):
+        token = tokens[i]
+        if token.token_type != TokenType.REPLACE or token.text.upper() != "REPLACE":
+            continue
+        # REPLACE as a statement (the tokenizer swallows the rest) or before INTO, but
+        # not the conflict clause of INSERT OR REPLACE.
+        after_or = i > 0 and tokens[i - 1].token_type == TokenType.OR
+        starts = i == 0 or tokens[i - 1].token_type == TokenType.SEMICOLON
+        into = i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.INTO
+        if not after_or and (starts or into):
+            text = text[: token.start] + "INSERT OR REPLACE" + text[token.end + 1 :]
+    return text
+
+
+def _catalog_target(root: exp.Expression, dialect: str) -> str | None:
+    """The name of the catalog table a data change writes, if it writes one."""
+    target = root.this
+    if isinstance(target, exp.Schema):
+        target = target.this
+    if not isinstance(target, exp.Table):
+        return None
+    name, schema = target.name.casefold(), (target.db or "").casefold()
+    if schema in _CATALOG_SCHEMAS or name.startswith(_CATALOG_PREFIX[dialect]):
+        return f"{schema}.{name}" if schema else name
+    return None
 
 
 def _function_name(node: exp.Expression) -> str:
@@ -140,7 +191,8 @@ def _function_name(node: exp.Expression) -> str:
 @functools.lru_cache(maxsize=4096)
 def _parse(sql: str, dialect: str) -> tuple[exp.Expression, ...]:
     parsed = sqlglot.parse(sql, read=SQLGLOT_DIALECT[dialect])
-    return tuple(s for s in parsed if s is not None)
+    # A comment on its own after a semicolon parses as an empty `Semicolon` statement.
+    return tuple(s for s in parsed if s is not None and not isinstance(s, exp.Semicolon))
 
 
 def parse_statements(sql: str, dialect: str) -> list[exp.Expression]:
@@ -155,7 +207,8 @@ def classify(sql: str, dialect: str, mode: str) -> Classified:
     """Classify one response (cached: parsing is the verifier's main host-side cost, and
     a group often repeats a response; the result is never mutated)."""
     try:
-        statements = parse_statements(sql, dialect)
+        text = prepare(sql, dialect)
+        statements = parse_statements(text, dialect)
     except (SqlglotError, ValueError, RecursionError) as exc:
         return Classified(False, "unparsable", f"the SQL could not be parsed: {_ANSI.sub('', str(exc))[:300]}")
     if not statements:
@@ -182,8 +235,12 @@ def classify(sql: str, dialect: str, mode: str) -> Classified:
             return Classified(False, "forbidden", f"function {_function_name(node)}() is not allowed")
         if isinstance(node, exp.Select) and (node.args.get("into") or node.args.get("locks")):
             return Classified(False, "forbidden", "SELECT INTO / FOR UPDATE is not allowed")
+    if isinstance(root, _DML):
+        catalog = _catalog_target(root, dialect)
+        if catalog is not None:
+            return Classified(False, "forbidden", f"the statement writes the database catalog ({catalog[:60]})")
     kind = "mutation" if isinstance(root, _DML) else "query"
-    return Classified(True, kind, statement=statement)
+    return Classified(True, kind, statement=statement, text=text)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -240,3 +297,49 @@ def order_key_columns(sql: str, dialect: str) -> tuple[int, ...] | None:
         else:
             return None
     return tuple(keys)
+
+
+KEY_ALIAS = "assay_order_key_"
+
+
+@functools.lru_cache(maxsize=1024)
+def with_order_keys(sql: str, dialect: str) -> tuple[str, int, str | None] | None:
+    """The query rewritten to also return the values of its outermost ORDER BY keys as
+    extra trailing columns (so ties can be found even on keys the query does not return),
+    the number of keys, and the same without its LIMIT when it has one and no OFFSET (the
+    rows that tie with the last one kept may stand in for it); None when the query has no
+    such ORDER BY to rewrite.
+
+    Only columns are added: the rows and their order stay the query's own (the caller
+    checks that the leading columns still give the query's rows, and falls back to a
+    strict order when they do not, e.g. under DISTINCT)."""
+    statements = parse_statements(sql, dialect)
+    if len(statements) != 1 or not isinstance(statements[0], exp.Select):
+        return None
+    root = statements[0].copy()
+    order = root.args.get("order")
+    if order is None:
+        return None
+    selects = list(root.selects)
+    aliases = {e.alias.casefold(): e.unalias() for e in selects if isinstance(e, exp.Alias)}
+    keys: list[exp.Expression] = []
+    for ordered in order.expressions:
+        term = ordered.this
+        if isinstance(term, exp.Literal) and not term.is_string:
+            try:
+                position = int(term.this)
+            except ValueError:
+                return None
+            if not 1 <= position <= len(selects) or isinstance(selects[position - 1].unalias(), exp.Star):
+                return None
+            term = selects[position - 1].unalias()
+        elif isinstance(term, exp.Column) and not term.table and term.name.casefold() in aliases:
+            term = aliases[term.name.casefold()]
+        keys.append(exp.alias_(term.copy(), f"{KEY_ALIAS}{len(keys) + 1}"))
+    root.set("expressions", selects + keys)
+    keyed = root.sql(dialect=SQLGLOT_DIALECT[dialect])
+    unlimited = None
+    if root.args.get("limit") is not None and root.args.get("offset") is None:
+        root.set("limit", None)
+        unlimited = root.sql(dialect=SQLGLOT_DIALECT[dialect])
+    return keyed, len(keys), unlimited

@@ -10,8 +10,13 @@ far less, so work is batched twice over:
   its own instances, so a busy service pays fewer set-ups, while a quiet one adds no wait.
 
 Each statement still gets its own deadline, a guarded read-only connection and a tamper
-check, and a call that dies as a whole is retried job by job and then statement by
-statement, so one hostile response cannot decide the verdict of another.
+check. Inside the call, statements run in a forked process under a watchdog
+(`sqlite_runner._watched`) that kills it at the statement's limit even when SQLite's own
+deadline cannot fire (a single function call doing quadratic work), records the timeout
+against that statement and goes on with the rest in a fresh process: a hostile statement
+costs at most its own limit, and never ends the call. A shared call (several jobs) that
+dies is retried job by job; one job's call that dies is retried once as a whole, then is
+an infrastructure failure (never re-run one statement at a time, whose limits add up).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ PRELOAD = ("verifiers.sql.sqlite_runner",)
 CALL_STATEMENT_SECONDS = 60.0
 # What one call may send back (the job-to-supervisor frame limit is 16 MiB).
 CALL_BUDGET_BYTES = 6_000_000
+# What the results of one call's statements may hold at most, by their caps.
+CALL_RESULT_BYTES = 64_000_000
 BUILD_SECONDS = 10.0
 SANDBOX_MEMORY_MB = 768
 # At most this many jobs, and this much task data, share one sandbox call.
@@ -43,8 +50,9 @@ MAX_CALL_PAYLOAD_CHARS = 8_000_000
 
 def _limits(task: SqlTask, n_statements: int) -> Limits:
     n = len(task.instances)
-    # Each statement may run twice per instance (predicate check) plus fetch overhead.
-    per_statement = (task.timeout_s * (2 if task.predicate else 1) + 0.25) * n
+    # Each statement may run twice per instance (predicate check), plus the runner's
+    # watchdog grace (sqlite_runner.WATCHDOG_GRACE_*) and a process start.
+    per_statement = (task.timeout_s * (2 if task.predicate else 1) * 1.1 + 0.5) * n
     seconds = BUILD_SECONDS * n + per_statement * n_statements + 5.0
     return Limits(wall_s=seconds, cpu_s=seconds, memory_mb=SANDBOX_MEMORY_MB, processes=4, open_files=64,
                   output_bytes=200_000, scratch_mb=256, file_size_mb=128)
@@ -52,7 +60,12 @@ def _limits(task: SqlTask, n_statements: int) -> Limits:
 
 def _chunk_size(task: SqlTask) -> int:
     per_statement = task.timeout_s * len(task.instances) * (2 if task.predicate else 1)
-    return max(1, math.floor(CALL_STATEMENT_SECONDS / per_statement))
+    by_time = math.floor(CALL_STATEMENT_SECONDS / per_statement)
+    # A call holds every result it computes before it defers what does not fit its
+    # transfer budget: bound them so that no group's results can exhaust its memory
+    # (a dead call is no longer re-run statement by statement).
+    by_memory = CALL_RESULT_BYTES // (task.max_result_bytes * len(task.instances))
+    return max(1, min(by_time, by_memory))
 
 
 @dataclass(eq=False)  # jobs are compared by identity: two may carry equal payloads
@@ -177,18 +190,18 @@ class SqliteBackend:
             pending = pending[len(chunk):]
             value, call = self._call(task, [statements[i] for i in chunk], ctx)
             usage.append(call.summary())
+            if value is None and len(chunk) > 1:
+                # Statements run under the runner's watchdog, in processes of their own,
+                # so no statement can end the call: a call that died failed on its own.
+                # One more try, as a whole (never one statement at a time, whose limits
+                # would add up), then it is the infrastructure's failure.
+                value, call = self._call(task, [statements[i] for i in chunk], ctx)
+                usage.append(call.summary())
+                if value is None:
+                    raise SandboxError("the SQLite runner died twice on the same statements",
+                                       cause="sql_runner_died")
             if value is None:
-                if len(chunk) == 1:
-                    results[chunk[0]] = [_died(call)] * len(task.instances)
-                else:
-                    # The call died as a whole: run each statement alone to find out which.
-                    for index in chunk:
-                        lone, lone_call = self._call(task, [statements[index]], ctx)
-                        usage.append(lone_call.summary())
-                        if lone is None:
-                            results[index] = [_died(lone_call)] * len(task.instances)
-                        else:
-                            self._collect(lone, [index], results, builds, intact)
+                results[chunk[0]] = [_died(call)] * len(task.instances)
                 continue
             done = self._collect(value, chunk, results, builds, intact)
             pending = [i for i in chunk if i not in done] + pending

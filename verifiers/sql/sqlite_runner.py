@@ -1,5 +1,6 @@
-"""Runs *inside* the sandbox (standard library only): builds each evaluation instance as
-a private SQLite file and executes queries or data changes on it under guards.
+"""Runs *inside* the sandbox (standard library and `sandboxes.watchdog` only): builds each
+evaluation instance as a private SQLite file and executes queries or data changes on it
+under guards, each statement under a watchdog that kills it at its own limit.
 
 Guards, in depth, on top of the sandbox itself (no network, scratch-only filesystem,
 rlimits): the statement was already classified by a real parser on the trusted side;
@@ -23,16 +24,21 @@ import base64
 import hashlib
 import os
 import shutil
+import signal
 import sqlite3
 import time
 from collections import Counter
 from typing import Any
 
+from sandboxes.watchdog import run_watched
 from verifiers.sql.rowdiff import hashable, pick
 
 SCRATCH = "/tmp/work"
 FETCH_CHUNK = 256
 PROGRESS_STEPS = 1000
+# The watchdog's grace beyond a statement's own deadline (seconds, or this share of it).
+WATCHDOG_GRACE_S = 0.25
+WATCHDOG_GRACE_SHARE = 0.1
 
 _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 _WRITE_ACTIONS = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
@@ -287,40 +293,119 @@ def _run_statement(spec: dict[str, Any], path: str, cfg: dict[str, Any], mutatio
     return result
 
 
+def _statement_limit(cfg: dict[str, Any], spec: dict[str, Any]) -> float:
+    """The watchdog's limit for one statement: its own deadline (twice for a predicate
+    task: the query, then the predicate check) plus a grace for the in-VM deadline to
+    fire first."""
+    seconds = float(cfg["timeout_s"]) * (2 if spec.get("predicate") else 1)
+    return seconds + max(WATCHDOG_GRACE_S, WATCHDOG_GRACE_SHARE * seconds)
+
+
+def _watched(payload: dict[str, Any], path: str, numbers: list[int], gave_up: set[int],
+             before: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
+    """Run statements under the watchdog (`sandboxes.watchdog`). SQLite's own deadline
+    (a progress handler) cannot fire while one step runs inside a single function call
+    (`instr` or `replace` on megabyte strings, a LIKE pattern): the watchdog then kills
+    the statement's process at its limit, records a timeout for it, and runs the
+    statements after it in a fresh process. A statement costs at most its own limit."""
+    cfg = payload["limits"]
+    mutation = payload["mode"] == "mutation"
+    # A statement that ran out of time once is not given the time again.
+    results: dict[int, dict[str, Any]] = {n: dict(_SKIPPED) for n in numbers if n in gave_up}
+    sessions: list[ReadOnlySession] = []
+
+    def work(number: int) -> dict[str, Any]:
+        if not mutation and not sessions:  # opened in the statement process, once
+            sessions.append(ReadOnlySession(path, cfg))
+        return _run_statement(payload["statements"][number], path, cfg, mutation, before,
+                              sessions[0] if sessions else None)
+
+    results.update(run_watched(
+        [n for n in numbers if n not in results], work,
+        lambda number: _statement_limit(cfg, payload["statements"][number]),
+        lambda number: dict(_WATCHDOG_TIMEOUT),
+        lambda number, status: _ended(status),
+    ))
+    for number, result in results.items():
+        if result.get("kind") == "timeout":
+            gave_up.add(number)
+    return results
+
+
+def _run_all(payload: dict[str, Any], paths: list[str], builds: list[str | None]) -> list[dict[int, dict[str, Any]]]:
+    """Every statement on every built instance (instance by instance), in one process
+    under the watchdog (a fresh one only after a kill): as `_watched`, without a fork
+    per instance. A statement that timed out on one instance is skipped on the next."""
+    cfg = payload["limits"]
+    mutation = payload["mode"] == "mutation"
+    count = len(payload["statements"])
+    items = [index * count + number for index in range(len(paths)) if builds[index] is None
+             for number in range(count)]
+    opened: dict[int, Any] = {}  # per instance, in the statement process: its session or snapshot
+    timed_out: set[int] = set()  # in the statement process: statements stopped by their deadline
+
+    def work(item: int) -> dict[str, Any]:
+        index, number = divmod(item, count)
+        if number in timed_out:
+            return dict(_SKIPPED)
+        if index not in opened:
+            opened[index] = _snapshot(paths[index]) if mutation else ReadOnlySession(paths[index], cfg)
+        handle = opened[index]
+        result = _run_statement(payload["statements"][number], paths[index], cfg, mutation,
+                                handle if mutation else None, None if mutation else handle)
+        if result.get("kind") == "timeout":
+            timed_out.add(number)
+        return result
+
+    def skip(item: int, done: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+        number = item % count
+        stopped = any(r.get("kind") == "timeout" for i, r in done.items() if i % count == number)
+        return dict(_SKIPPED) if stopped else None
+
+    results = run_watched(
+        items, work, lambda item: _statement_limit(cfg, payload["statements"][item % count]),
+        lambda item: dict(_WATCHDOG_TIMEOUT), lambda item, status: _ended(status), skip)
+    per_instance: list[dict[int, dict[str, Any]]] = [{} for _ in paths]
+    for item, result in results.items():
+        index, number = divmod(item, count)
+        per_instance[index][number] = result
+    return per_instance
+
+
+_SKIPPED = {"ok": False, "kind": "skipped", "error": "skipped after a timeout"}
+_WATCHDOG_TIMEOUT = {"ok": False, "kind": "timeout",
+                     "error": "the statement ran past its time limit inside one SQLite step and was stopped by "
+                              "the watchdog"}
+
+
+def _ended(status: int) -> dict[str, Any]:
+    """A statement whose process ended before its result (a crash, a memory kill)."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS):
+        return {"ok": False, "kind": "resource", "error": f"the statement's process was killed "
+                                                          f"(signal {os.WTERMSIG(status)})"}
+    return {"ok": False, "kind": "error", "error": "the statement's process ended before its result"}
+
+
 def _run_instance(payload: dict[str, Any], index: int, path: str, indexes: list[int],
                   gave_up: set[int], checked_each: bool) -> dict[int, dict[str, Any]]:
     """Run the statements `indexes` on one built instance. With `checked_each`, the file
     is hashed after every statement and rebuilt when one changed it (the slow path, used
     only if the fast path found the file changed at the end)."""
-    cfg = payload["limits"]
     mutation = payload["mode"] == "mutation"
-    script = payload["instances"][index]
-    digest = _sha(path)
     before = _snapshot(path) if mutation else None
-    session = None if mutation else ReadOnlySession(path, cfg)
+    if not checked_each:
+        return _watched(payload, path, indexes, gave_up, before)
+    digest = _sha(path)
     results: dict[int, dict[str, Any]] = {}
-    try:
-        for number in indexes:
-            if number in gave_up:
-                # A statement that ran out of time once is not given the time again.
-                results[number] = {"ok": False, "kind": "skipped", "error": "skipped after a timeout"}
-                continue
-            result = _run_statement(payload["statements"][number], path, cfg, mutation, before, session)
-            if checked_each and _sha(path) != digest:
-                # Defence in depth says this cannot happen; if it does, the statement is
-                # a violation and the instance is rebuilt so later statements see clean data.
-                result = {"ok": False, "kind": "denied", "error": "the evaluation database changed"}
-                if session is not None:
-                    session.close()
-                os.unlink(path)
-                build(path, payload["schema"], script, cfg)
-                session = None if mutation else ReadOnlySession(path, cfg)
-            if result.get("kind") == "timeout":
-                gave_up.add(number)
-            results[number] = result
-    finally:
-        if session is not None:
-            session.close()
+    for number in indexes:
+        result = _watched(payload, path, [number], gave_up, before)[number]
+        if _sha(path) != digest:
+            # Defence in depth says this cannot happen; if it does, the statement is
+            # a violation and the instance is rebuilt so later statements see clean data.
+            result = {"ok": False, "kind": "denied", "error": "the evaluation database changed"}
+            os.unlink(path)
+            build(path, payload["schema"], payload["instances"][index], payload["limits"])
+        results[number] = result
     return results
 
 
@@ -358,19 +443,15 @@ def run(payload: dict[str, Any], channel: object, directory: str = SCRATCH) -> d
         builds.append(problem)
         digests.append(_sha(path) if problem is None else None)
     order = list(range(len(statements)))
-    per_instance: list[dict[int, dict[str, Any]]] = []
-    gave_up: set[int] = set()
+    per_instance = _run_all(payload, paths, builds)
     for index, path in enumerate(paths):
         if builds[index] is not None:
-            per_instance.append({})
             continue
-        results = _run_instance(payload, index, path, order, gave_up, checked_each=False)
         if _sha(path) != digests[index]:
             # Something changed the file: find out which statement, one check at a time.
             os.unlink(path)
             build(path, payload["schema"], payload["instances"][index], cfg)
-            results = _run_instance(payload, index, path, order, set(), checked_each=True)
-        per_instance.append(results)
+            per_instance[index] = _run_instance(payload, index, path, order, set(), checked_each=True)
     deferred: list[int] = []
     kept: list[int] = []
     used = 0

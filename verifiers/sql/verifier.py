@@ -18,10 +18,18 @@ from typing import TYPE_CHECKING, Any
 from sandboxes.base import SandboxError
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.registry import register
-from verifiers.sql.compare import Comparison, Row, Tolerance, compare_results, multiset_difference, show_value
+from verifiers.sql.compare import (
+    Comparison,
+    Row,
+    Tolerance,
+    compare_results,
+    multiset_difference,
+    row_key,
+    show_value,
+)
 from verifiers.sql.detectors import sql_flags
 from verifiers.sql.execution import Backend, Execution, Statement, StatementResult, TableDiff
-from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by
+from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by, with_order_keys
 from verifiers.sql.sqlite_backend import POOL, PRELOAD, SqliteBackend
 from verifiers.sql.task import SqlTask
 
@@ -44,6 +52,11 @@ class _Gold:
     order_matters: bool
     # Result columns the gold's ORDER BY sorts on (None: unknown, compare order strictly).
     tie_keys: tuple[int, ...] | None = None
+    # Or, per instance, each gold row's ORDER BY key values (keys the gold does not return).
+    tie_values: list[list[Row] | None] | None = None
+    # Per instance, under a LIMIT: every row that ties with the last one kept (any of them
+    # may fill the last tie block).
+    boundaries: list[list[Row] | None] | None = None
 
 
 class _Lru:
@@ -137,9 +150,12 @@ class SqlVerifier(Verifier):
             return [o for o in outcomes if o is not None]
         gold = self._gold.get(self._cache_key(task))
         statements: list[Statement] = []
+        keyed: tuple[str, int, str | None] | None = None
         if gold is None and task.gold is not None:
-            self._check_gold_statement(task)
-            statements.append(Statement(task.gold))
+            statements.append(Statement(self._check_gold_statement(task)))
+            keyed = self._keyed_gold(task)
+            if keyed is not None:
+                statements += [Statement(keyed[0])] + ([Statement(keyed[2])] if keyed[2] else [])
         predicate = task.predicate.sql if task.predicate else None
         offset = len(statements)
         # A group often repeats a response: each distinct statement runs once.
@@ -148,7 +164,7 @@ class SqlVerifier(Verifier):
         execution = self._backend(task, ctx).execute(task, statements, ctx)
         self._check_builds(execution, ctx.reveal_hidden)
         if gold is None:
-            gold = self._make_gold(task, execution)
+            gold = self._make_gold(task, execution, keyed)
             if gold is not None:
                 self._gold.put(self._cache_key(task), gold)
         judged: dict[str, Outcome] = {}
@@ -170,7 +186,7 @@ class SqlVerifier(Verifier):
         shown = clip(sql, 1000)
         found = classify(sql, task.dialect, task.mode)
         if found.ok:
-            return None, sql
+            return None, found.text
         if found.kind == "empty":
             return _outcome(Verdict.invalid_format, False, True, False, {"sql": shown, "reason": found.reason}), None
         # Unparsable SQL cannot be classified, so it is never run: a violation, not a guess.
@@ -207,13 +223,15 @@ class SqlVerifier(Verifier):
         return task.gold is not None and task.mode == "query" and outermost_order_by(task.gold, task.dialect)
 
     @staticmethod
-    def _check_gold_statement(task: SqlTask) -> None:
+    def _check_gold_statement(task: SqlTask) -> str:
+        """The gold's text to run; TaskInvalid when it is not a statement of the task's kind."""
         assert task.gold is not None
         found = classify(task.gold, task.dialect, task.mode)
         if not found.ok or (task.mode == "mutation" and found.kind != "mutation"):
             wanted = "data change" if task.mode == "mutation" else "read-only query"
             # The gold may be hidden: name the problem, never the statement.
             raise TaskInvalid(f"the gold is not a single {wanted} ({found.kind or 'query'})", field="task.gold")
+        return found.text
 
     @staticmethod
     def _check_builds(execution: Execution, reveal_hidden: bool) -> None:
@@ -223,7 +241,42 @@ class SqlVerifier(Verifier):
                 detail = f": {clip(run.build_error, 300)}" if reveal_hidden else ""
                 raise TaskInvalid(f"instance {number} failed to load{detail}", field=f"task.instances.{number}")
 
-    def _make_gold(self, task: SqlTask, execution: Execution) -> _Gold | None:
+    def _keyed_gold(self, task: SqlTask) -> tuple[str, int, str | None] | None:
+        """The gold that also returns its ORDER BY keys (and the same without its LIMIT),
+        when order matters and some key is not a result column or a LIMIT may cut a tie
+        block: such ties are only visible this way."""
+        assert task.gold is not None
+        if task.mode != "query" or not self._order_matters(task):
+            return None
+        keyed = with_order_keys(task.gold, task.dialect)
+        if keyed is None or (keyed[2] is None and order_key_columns(task.gold, task.dialect) is not None):
+            return None
+        return keyed
+
+    @staticmethod
+    def _tie_values(gold: StatementResult, keyed: StatementResult, keys: int) -> tuple[list[Row], list[Row]] | None:
+        """(rows, key values) from the keyed gold's result when its leading columns are
+        the gold's rows (the same multiset); None otherwise (order is then strict)."""
+        width = len(gold.columns)
+        if not keyed.ok or len(keyed.columns) != width + keys:
+            return None
+        rows = [row[:width] for row in keyed.rows]
+        if multiset_difference(gold.rows, rows, Tolerance(0.0, 0.0)) != ([], []):
+            return None
+        return rows, [row[width:] for row in keyed.rows]
+
+    @staticmethod
+    def _boundary(keys: list[Row], keyed: StatementResult, unlimited: StatementResult, width: int) -> list[Row] | None:
+        """Every row of the unlimited keyed gold that ties with the last row kept."""
+        if not keys or not unlimited.ok or len(unlimited.columns) != len(keyed.columns):
+            return None
+        last = row_key(keys[-1])
+        rows = [row[:width] for row in unlimited.rows if row_key(row[width:]) == last]
+        kept = sum(row_key(k) == last for k in keys)
+        return rows if len(rows) > kept else None
+
+    def _make_gold(self, task: SqlTask, execution: Execution,
+                   keyed: tuple[str, int, str | None] | None) -> _Gold | None:
         if task.predicate is not None:
             return None
         if task.expected is not None:
@@ -244,7 +297,22 @@ class SqlVerifier(Verifier):
         tie_keys = None
         if order_matters and task.gold is not None and task.mode == "query":
             tie_keys = order_key_columns(task.gold, task.dialect)
-        return _Gold(results, order_matters, tie_keys)
+        tie_values: list[list[Row] | None] | None = None
+        boundaries: list[list[Row] | None] | None = None
+        if keyed is not None:
+            tie_values, boundaries = [], []
+            for number, run in enumerate(execution.instances):
+                found = self._tie_values(results[number], run.results[1], keyed[1])
+                boundary = None
+                if found is not None:
+                    # The keyed run's own order of tied rows is as good as the gold's.
+                    width = len(results[number].columns)
+                    results[number] = StatementResult(True, columns=results[number].columns, rows=found[0])
+                    if keyed[2] is not None:
+                        boundary = self._boundary(found[1], run.results[1], run.results[2], width)
+                tie_values.append(found[1] if found is not None else None)
+                boundaries.append(boundary)
+        return _Gold(results, order_matters, tie_keys, tie_values, boundaries)
 
     @staticmethod
     def _expected_results(task: SqlTask) -> list[StatementResult]:
@@ -266,7 +334,7 @@ class SqlVerifier(Verifier):
         if gold is not None and task.mode == "query":
             evidence["order_matters"] = gold.order_matters
         failures: list[str] = []
-        matched = 0
+        matched = telling = 0
         for number, result in enumerate(results):
             entry: dict[str, Any] = {"instance": number}
             if not result.ok:
@@ -279,8 +347,11 @@ class SqlVerifier(Verifier):
                 entry.update(self._judge_mutation(task, result, gold.results[number]))
             else:
                 assert gold is not None
-                entry.update(self._judge_query(task, result, gold.results[number], gold))
+                entry.update(self._judge_query(task, result, gold.results[number], gold, number))
             matched += bool(entry.get("match"))
+            # An instance where both sides are empty tells no data apart: it says nothing
+            # about whether the response depends on the data.
+            telling += bool(entry.get("match")) and not self._empty_both(task, result, gold, number)
             evidence["instances"].append(entry)
         if task.predicate is not None and all(r.ok and not r.rows for r in results):
             evidence["reason"] = "the result is empty on every instance"
@@ -288,7 +359,7 @@ class SqlVerifier(Verifier):
         flags: list[str] = []
         if not all(run.intact for run in execution.instances):
             flags.append("evaluation_database_changed")
-        if 0 < matched < len(results):
+        if telling > 0 and matched < len(results):
             # Right on some data and wrong on other data: the signature of hard-coding.
             flags.append("instance_dependent")
         usage = execution.usage
@@ -301,17 +372,27 @@ class SqlVerifier(Verifier):
         return _outcome(Verdict.correct if correct else Verdict.incorrect, True, True, correct, evidence, flags, usage)
 
     def _judge_query(self, task: SqlTask, result: StatementResult, want: StatementResult,
-                     gold: _Gold) -> dict[str, Any]:
+                     gold: _Gold, number: int) -> dict[str, Any]:
         tol = Tolerance(task.float_tolerance, task.float_abs_tolerance)
         found = compare_results(
             want.columns, want.rows, result.columns, result.rows,
             order_matters=gold.order_matters, column_names_matter=task.column_names_matter, tol=tol,
-            tie_keys=gold.tie_keys,
+            tie_keys=gold.tie_keys, tie_values=gold.tie_values[number] if gold.tie_values else None,
+            boundary=gold.boundaries[number] if gold.boundaries else None,
         )
         entry: dict[str, Any] = {"match": found.match, "rows": len(result.rows), "expected_rows": len(want.rows)}
         if not found.match:
             entry["diff"] = self._diff(task, found)
         return entry
+
+    @staticmethod
+    def _empty_both(task: SqlTask, result: StatementResult, gold: _Gold | None, number: int) -> bool:
+        if task.predicate is not None or gold is None:
+            return not result.rows
+        want = gold.results[number]
+        if task.mode == "mutation":
+            return not result.diff and not want.diff
+        return not result.rows and not want.rows
 
     def _diff(self, task: SqlTask, found: Comparison) -> dict[str, Any]:
         diff: dict[str, Any] = {}

@@ -6,7 +6,9 @@ frozen}}, `transfers` [{id, from, to, amount}] with ids T1, T2, ... in order.
 Rules (checked on every call, reads included): a customer sees and moves only their own
 accounts; a teller sees all accounts and may freeze them; a transfer leaves the acting
 user's own account. Who may do something is a permission rule (a refused call is a
-violation); whether the state allows it (funds, frozen, existence) is an argument error.
+violation), judged first by each tool's guard on whatever account the call names, even
+in a malformed call; whether the state allows it (funds, frozen, existence) is an
+argument error.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from verifiers.tool_state.env import (
     Param,
     PermissionDenied,
     Tool,
+    named_strings,
 )
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
@@ -92,6 +95,32 @@ def _own_account(ctx: CallContext, account_id: str) -> dict[str, Any]:
     if account is None:
         raise BadArguments(message if not _is_teller(ctx) else f"no account {account_id[:40]!r}")
     raise PermissionDenied(message)
+
+
+def _not_yours(ctx: CallContext, value: Any, teller_may: bool) -> None:
+    """Guard: the call names an existing account that is not the actor's (a teller may
+    use any account where `teller_may`)."""
+    if teller_may and _is_teller(ctx):
+        return
+    accounts = ctx.state["accounts"]
+    for name in named_strings(value):
+        account = accounts.get(name)
+        if account is not None and account["owner"] != ctx.actor:
+            raise PermissionDenied(f"no account {name[:40]!r} among yours")
+
+
+def _guard_read(ctx: CallContext, intent: dict[str, Any]) -> None:
+    _not_yours(ctx, intent.get("account_id"), teller_may=True)
+
+
+def _guard_transfer(ctx: CallContext, intent: dict[str, Any]) -> None:
+    # Only the owner moves money out, whatever their role; any account may receive it.
+    _not_yours(ctx, intent.get("from_account"), teller_may=False)
+
+
+def _guard_freeze(ctx: CallContext, intent: dict[str, Any]) -> None:
+    if not _is_teller(ctx):
+        raise PermissionDenied("only a teller may freeze accounts")
 
 
 def _view(account_id: str, account: dict[str, Any]) -> dict[str, Any]:
@@ -171,6 +200,7 @@ PACK = DomainPack(
             (Param("account_id", str, "account id, e.g. A1"),),
             get_balance,
             False,
+            _guard_read,
         ),
         "transfer": Tool(
             "transfer",
@@ -182,10 +212,11 @@ PACK = DomainPack(
             ),
             transfer,
             True,
+            _guard_transfer,
         ),
         "freeze_account": Tool(
             "freeze_account", "Freeze an account (tellers only).",
-            (Param("account_id", str, "account id"),), freeze_account, True,
+            (Param("account_id", str, "account id"),), freeze_account, True, _guard_freeze,
         ),
     },
     validate_state=validate_state,

@@ -2,9 +2,12 @@
 
 A domain pack is deterministic JSON-like state (tables), tools as plain functions with
 typed arguments, and permission rules that every tool checks on every call, reads
-included. The acting user comes from the environment, never from the agent's arguments,
-and tools look things up in dicts: nothing the agent sends is ever evaluated or used as
-an attribute name.
+included. Permission is judged first, on what a call tries to do (`Tool.guard`, given
+whatever the call names, however malformed), and only then are its arguments
+validated: an unknown extra argument or a wrong type never turns an attempt at
+something forbidden into a mere bad argument. The acting user comes from the
+environment, never from the agent's arguments, and tools look things up in dicts:
+nothing the agent sends is ever evaluated or used as an attribute name.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ class CallContext:
 
 
 Handler = Callable[[CallContext, dict[str, Any]], Any]
+# Raises PermissionDenied when what a call tries to do is not the actor's right. It gets
+# the call's intent: the values it gives for the tool's parameters, of any JSON type.
+Guard = Callable[[CallContext, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,17 @@ class Tool:
     params: tuple[Param, ...]
     handler: Handler
     mutates: bool
+    guard: Guard | None = None
+
+    def intent(self, args: Any) -> dict[str, Any]:
+        """What the call names for each parameter, read leniently: an object's known
+        keys (unknown ones dropped), or a list read as positional arguments."""
+        names = [p.name for p in self.params]
+        if isinstance(args, dict):
+            return {name: args[name] for name in names if name in args}
+        if isinstance(args, list):
+            return dict(zip(names, args, strict=False))
+        return {}
 
     def schema(self) -> dict[str, Any]:
         """JSON schema in the function-calling shape trainers pass to a model."""
@@ -163,9 +180,32 @@ class Environment:
             event.error_kind, event.error = "not_allowed", f"tool {tool} is not allowed in this task"
             return event
         try:
+            if spec.guard is not None:
+                spec.guard(CallContext(self.state, self.actor), spec.intent(args))
             checked = spec.check_args(args)
             event.result = spec.handler(CallContext(self.state, self.actor), checked)
             event.ok = True
         except ToolFailure as exc:
             event.error_kind, event.error = exc.kind, str(exc)[:ERROR_TEXT_LIMIT]
         return event
+
+
+def named_strings(value: Any, limit: int = 32, depth: int = 3) -> list[str]:
+    """Every string a (possibly malformed) argument value names: the value itself, or
+    strings inside a list or object, bounded. Guards test each of them."""
+    found: list[str] = []
+
+    def walk(item: Any, level: int) -> None:
+        if len(found) >= limit or level > depth:
+            return
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, list):
+            for inner in item:
+                walk(inner, level + 1)
+        elif isinstance(item, dict):
+            for inner in item.values():
+                walk(inner, level + 1)
+
+    walk(value, 0)
+    return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 from verifiers.tool_state.checks import check_outputs, diff_states, grounded_values, missing_reads
@@ -20,6 +21,8 @@ from verifiers.tool_state.trace import TraceError, parse_trace
 
 EVENT_LIMIT = 50
 ARGS_TEXT_LIMIT = 200
+# One response's replay limit when the host names none (it does: runner.RESPONSE_TIMEOUT_S).
+DEFAULT_RESPONSE_TIMEOUT_S = 5.0
 
 
 def _event_view(event: Event) -> dict[str, Any]:
@@ -29,26 +32,37 @@ def _event_view(event: Event) -> dict[str, Any]:
             "kind": event.error_kind, "message": event.error}
 
 
-def judge(spec: dict[str, Any]) -> dict[str, Any]:
+class _Overrun(Exception):
+    """The replay of one response ran past its limit."""
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise _Overrun
+
+
+def judge(spec: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
     """spec: environment, actor, initial_state, allowed_tools, expected_state,
     required_outputs, required_reads, max_calls, max_message_chars,
-    max_unsupported_values, max_message_values, response."""
-    report: dict[str, Any] = {"format_errors": [], "calls": 0, "violations": [], "violation_count": 0,
-                              "call_errors": [], "state_diff": [], "state_diff_total": 0, "missing_reads": [],
-                              "failed_outputs": [], "ignored_keys": [], "claims_state": False,
-                              "final_state_sha256": None, "message_facts": {}}
+    max_unsupported_values, max_message_values, response. Past `deadline` (monotonic)
+    it raises _Overrun, checked after parsing, before each call and after each stage."""
+    report = _empty_report()
     try:
         trace = parse_trace(spec["response"], spec["max_calls"], spec["max_message_chars"])
     except TraceError as exc:
         report["format_errors"].append(str(exc))
         return report
+    _check(deadline)
     report["calls"] = len(trace.calls)
+    report["format_errors"] += trace.call_problems[:EVENT_LIMIT]
     report["ignored_keys"] = trace.ignored_keys
     report["claims_state"] = trace.claims_state
     env = Environment.start(get_pack(spec["environment"]), spec["initial_state"], spec["actor"],
                             spec["allowed_tools"])
     for call in trace.calls:
+        _check(deadline)
         env.step(call.tool, call.args)
+    _check(deadline)
     violations = [e for e in env.events if e.violation]
     errors = [e for e in env.events if not e.ok and not e.violation]
     report["violations"] = [_event_view(e) for e in violations[:EVENT_LIMIT]]
@@ -63,19 +77,43 @@ def judge(spec: dict[str, Any]) -> dict[str, Any]:
         )
     report["state_diff"], report["state_diff_total"] = diff_states(env.state, spec["expected_state"])
     report["missing_reads"] = missing_reads(env.events, spec["required_reads"])
+    _check(deadline)
     failed, facts = check_outputs(trace.final_message, spec["required_outputs"], lambda: grounded_values(env.events),
                                   spec["max_unsupported_values"], spec["max_message_values"])
     report["failed_outputs"], report["message_facts"] = failed, facts
+    _check(deadline)
     report["final_state_sha256"] = hashlib.sha256(
         json.dumps(env.state, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
     return report
 
 
+def _empty_report() -> dict[str, Any]:
+    return {"format_errors": [], "calls": 0, "violations": [], "violation_count": 0, "call_errors": [],
+            "state_diff": [], "state_diff_total": 0, "missing_reads": [], "failed_outputs": [], "ignored_keys": [],
+            "claims_state": False, "final_state_sha256": None, "message_facts": {}, "timed_out": False}
+
+
+def _timed_out(limit: float) -> dict[str, Any]:
+    return {**_empty_report(), "timed_out": True, "message_facts": {"replay_limit_s": limit}}
+
+
+def _judge_within(task: dict[str, Any], response: str, limit: float) -> dict[str, Any]:
+    try:
+        return judge({**task, "response": response}, time.monotonic() + limit)
+    except _Overrun:
+        return _timed_out(limit)
+
+
 def run(payload: dict[str, Any], channel: object) -> dict[str, Any]:
-    """Sandbox entry point: one judgement per response (a group shares the task)."""
-    task = payload["task"]
-    return {"reports": [judge({**task, "response": r}) for r in payload["responses"]]}
+    """Sandbox entry point: one judgement per response (a group shares the task), each
+    within its own `response_timeout_s`, so a response that makes the replay slow costs
+    its own limit and never holds up the others'. The deadline is checked before every
+    call and stage: all the work between two checks is linear in input the trace caps
+    bound (1 MB, `max_calls`, `max_message_chars`), so it overruns by a fraction of a
+    second at most (the host's request timeout backs it up)."""
+    limit = float(payload.get("response_timeout_s") or DEFAULT_RESPONSE_TIMEOUT_S)
+    return {"reports": [_judge_within(payload["task"], r, limit) for r in payload["responses"]]}
 
 
 def serve(payload: dict[str, Any], channel: Any) -> dict[str, Any]:

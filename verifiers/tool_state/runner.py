@@ -25,6 +25,11 @@ SESSION_MAX_AGE_S = 60.0
 SESSION_MAX_REQUESTS = 500
 # How long a group waits for a busy session before paying for a fresh process.
 SESSION_WAIT_S = 2.0
+# One response's replay limit, a deadline the sandboxed replay checks before every call
+# and stage (the largest trace a task allows replays in about a second); the host waits
+# for a group this long per response, plus a start.
+RESPONSE_TIMEOUT_S = 5.0
+GROUP_GRACE_S = 10.0
 
 
 def sessions_for(sandbox: Sandbox) -> ResidentServers:

@@ -2,7 +2,10 @@
 
 The response is untrusted text. It is only ever decoded as JSON (never evaluated), within
 bounds on size, nesting, call count and message length, so a hostile trace fails fast with
-a clear error instead of exhausting the grader.
+a clear error instead of exhausting the grader. An object that repeats a key, anywhere,
+makes the trace malformed: which of the two values counts depends on the parser, so the
+trace has no one meaning. A call whose `args` is not an object is still replayed (its
+permission is judged on what it names) but makes the trace malformed.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ class TraceError(ValueError):
 @dataclass(frozen=True)
 class Call:
     tool: str
-    args: dict[str, Any]
+    args: Any  # an object in a well-formed call
 
 
 @dataclass
@@ -36,6 +39,8 @@ class Trace:
     calls: list[Call]
     final_message: str
     ignored_keys: list[str] = field(default_factory=list)
+    # Calls that are replayed but malformed (their `args` is not an object).
+    call_problems: list[str] = field(default_factory=list)
 
     @property
     def claims_state(self) -> bool:
@@ -56,10 +61,21 @@ def check_size(response: str) -> None:
         raise TraceError(f"response is {size} bytes; the limit is {MAX_RESPONSE_BYTES} bytes")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise TraceError(f"the JSON repeats the key {repeated[:40]!r} in one object: its meaning depends on the parser")
+    return found
+
+
 def parse_trace(response: str, max_calls: int, max_message_chars: int) -> Trace:
     check_size(response)
     try:
-        data = json.loads(response)
+        data = json.loads(response, object_pairs_hook=_unique_keys)
+    except TraceError:
+        raise
     except RecursionError:
         raise TraceError("response JSON is nested too deeply") from None
     except ValueError as exc:
@@ -78,7 +94,8 @@ def parse_trace(response: str, max_calls: int, max_message_chars: int) -> Trace:
         raise TraceError(f"final message is {len(message)} characters; the limit is {max_message_chars}")
     parsed = [_parse_call(i, c) for i, c in enumerate(calls)]
     ignored = sorted(str(k)[:40] for k in data if k not in ("calls", "final_message"))[:20]
-    return Trace(parsed, message, ignored)
+    problems = [f"calls[{i}].args must be an object" for i, c in enumerate(parsed) if not isinstance(c.args, dict)]
+    return Trace(parsed, message, ignored, problems)
 
 
 def _parse_call(index: int, raw: Any) -> Call:
@@ -88,8 +105,6 @@ def _parse_call(index: int, raw: Any) -> Call:
     if not isinstance(tool, str) or not tool or len(tool) > MAX_TOOL_NAME:
         raise TraceError(f"calls[{index}].tool must be a tool name (a string of at most {MAX_TOOL_NAME} characters)")
     args = raw.get("args", {})
-    if not isinstance(args, dict):
-        raise TraceError(f"calls[{index}].args must be an object")
     if len(json.dumps(args)) > MAX_ARGS_CHARS:
         raise TraceError(f"calls[{index}].args is longer than {MAX_ARGS_CHARS} characters")
     return Call(tool, args)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sandboxes.base import CallEnded, CallResult, SandboxError
 from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, hard, sha256_json
 from verifiers.registry import register
+from verifiers.tool_state import runner
 from verifiers.tool_state.detectors import tool_state_flags
 from verifiers.tool_state.runner import (
     CALL_LIMITS,
@@ -33,7 +34,6 @@ from verifiers.tool_state.task import ToolStateTask
 from verifiers.tool_state.trace import TraceError, check_size
 
 BATCH_WALL_PER_RESPONSE_S = 0.5
-BATCH_WALL_CAP_S = 60.0
 # Keep each sandbox message well under the frame limits, however large the group.
 CHUNK_BYTES = 4_000_000
 
@@ -55,6 +55,7 @@ class Report(BaseModel):
     claims_state: bool
     final_state_sha256: str | None
     message_facts: dict[str, Any]
+    timed_out: bool = False
 
 
 @register
@@ -103,12 +104,15 @@ class ToolStateVerifier(Verifier):
         return [o for o in outcomes if o is not None]
 
     def _judge(self, task: ToolStateTask, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
-        payload = {"task": task.replay_spec(), "responses": responses}
+        limit = runner.RESPONSE_TIMEOUT_S
+        payload = {"task": task.replay_spec(), "responses": responses, "response_timeout_s": limit}
         started = time.perf_counter()
         value = None
         if self.sessions:
-            with contextlib.suppress(CallEnded):  # a response killed the session: judge afresh
-                value = sessions_for(ctx.sandbox).request(payload)
+            # The sandbox's watchdog bounds each response; this bounds the request.
+            with contextlib.suppress(CallEnded):  # the session died: judge afresh
+                value = sessions_for(ctx.sandbox).request(
+                    payload, timeout_s=limit * len(responses) + runner.GROUP_GRACE_S)
         if value is not None:
             per = (time.perf_counter() - started) / len(responses)
             usage = {"backend": ctx.sandbox.name, "mode": "replay_session", "wall_s": round(per, 4)}
@@ -130,8 +134,9 @@ class ToolStateVerifier(Verifier):
         return outcomes
 
     def _call(self, payload: dict[str, Any], ctx: VerifyContext) -> CallResult:
-        extra = BATCH_WALL_PER_RESPONSE_S * (len(payload["responses"]) - 1)
-        wall = min(BATCH_WALL_CAP_S, CALL_LIMITS.wall_s + extra)
+        # Room for every response to run to its watchdog limit.
+        extra = max(BATCH_WALL_PER_RESPONSE_S, payload["response_timeout_s"]) * (len(payload["responses"]) - 1)
+        wall = CALL_LIMITS.wall_s + extra
         limits = CALL_LIMITS.replace(wall_s=wall, cpu_s=wall)
         return ctx.sandbox.call(CALL_TARGET, payload, limits, pool=CALL_POOL, preload=PRELOAD)
 
@@ -190,11 +195,19 @@ def _redacted(evidence: dict[str, Any]) -> dict[str, Any]:
 
 
 def _outcome(report: Report, usage: dict[str, Any], reveal_hidden: bool = True) -> Outcome:
+    if report.timed_out:
+        limit = report.message_facts.get("replay_limit_s")
+        outcome = _unparsed(f"the trace's replay ran past its limit of {limit}s and was stopped", ["replay_limit"])
+        outcome.verdict, outcome.usage = Verdict.timeout, usage
+        return outcome
     parsed = not (report.format_errors and report.final_state_sha256 is None)
     format_ok = not report.format_errors
     compliance_ok = parsed and report.violation_count == 0
     correct = parsed and report.state_diff_total == 0 and not report.missing_reads and not report.failed_outputs
-    if not format_ok:
+    if report.violation_count:
+        # Permission first: an attempt is a violation whatever else is wrong with the trace.
+        verdict = Verdict.violation
+    elif not format_ok:
         verdict = Verdict.invalid_format
     elif not compliance_ok:
         verdict = Verdict.violation
