@@ -28,6 +28,7 @@ from service.executors import LocalExecutor, create_executor
 from service.logs import RequestLog
 from service.metrics import Metrics
 from service.openapi import add_links
+from service.packing import TooBigToFit
 from service.review import LabelLimit
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
@@ -143,6 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     handlers: list[tuple[type[Exception], int]] = [
         (TaskInvalid, 422), (RequestInvalid, 422), (UnknownVerifier, 422), (TaskNotFound, 404),
         (TaskConflict, 409), (RequestIdConflict, 409), (IdempotencyConflict, 422), (LabelLimit, 409),
+        (TooBigToFit, 422),
     ]
     for exc_type, status in handlers:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))

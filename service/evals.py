@@ -21,7 +21,7 @@ from service.inspection_schemas import (
     FamilyComparison,
     TokenBucket,
 )
-from service.packing import pack
+from service.packing import check_fits, pack
 from service.schemas import AdvantageOptions, GroupsRequest
 from service.store import AuditStore, EvalRow, RecordRow
 
@@ -50,8 +50,11 @@ async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
     layout: dict[str, list[str]] = {}
     # Every task is resolved before anything runs (off the event loop: registered tasks are
     # read from the store), so a bad task is a 4xx and logs nothing.
-    await anyio.to_thread.run_sync(_resolve_all, engine, body)
     settings = engine.settings
+    for family, specs in body.families.items():
+        check_fits([(f"families.{family}[{i}].responses", len(spec.responses)) for i, spec in enumerate(specs)],
+                   settings.max_inflight_responses)
+    await anyio.to_thread.run_sync(_resolve_all, engine, body)
     for family, specs in body.families.items():
         group_ids = layout.setdefault(family, [])
         for indices in pack([len(spec.responses) for spec in specs], settings.max_groups,

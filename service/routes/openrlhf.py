@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from service.auth import Caller, require_scope
 from service.config import Settings
-from service.packing import pack
+from service.packing import check_fits, pack
 from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn, TaskRef, UnicodeText
 from service.validation import check_length, current_limits
 from trainer_client.grouping import consecutive_runs
@@ -115,7 +115,9 @@ def _chunks(specs: list[dict[str, Any]], settings: Settings) -> list[Chunk]:
     """Consecutive samples with the same task form a group (OpenRLHF's n_samples_per_prompt),
     packed into requests within the service's group and in-flight limits."""
     groups = consecutive_runs(specs, max_run=settings.max_group_size)
-    packs = pack([len(idx) for _, idx in groups], settings.max_groups, settings.max_inflight_responses)
+    sizes = [len(idx) for _, idx in groups]
+    check_fits([(f"labels[{idx[0]}:{idx[-1] + 1}]", len(idx)) for _, idx in groups], settings.max_inflight_responses)
+    packs = pack(sizes, settings.max_groups, settings.max_inflight_responses)
     return [[groups[i] for i in indices] for indices in packs]
 
 
