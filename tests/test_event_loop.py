@@ -141,6 +141,17 @@ def _prepare(server: LiveServer) -> dict[str, str]:
             "env": env["env_id"]}
 
 
+def _healthz_within(client: httpx.Client, released_at: float) -> float:
+    """Seconds /healthz took; a loop held until the locks go counts as blocked for the rest of the hold."""
+    started = time.perf_counter()
+    try:
+        assert client.get("/healthz", timeout=max(released_at - time.monotonic(), 0.1) + 0.5).status_code == 200
+    except httpx.TimeoutException:
+        return HOLD_S
+    time.sleep(0.02)
+    return time.perf_counter() - started
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_no_route_reads_the_database_on_the_event_loop(tmp_path: Path):
@@ -175,7 +186,7 @@ def test_no_route_reads_the_database_on_the_event_loop(tmp_path: Path):
                 released_at = time.monotonic() + HOLD_S
                 worst = 0.0
                 while time.monotonic() < released_at:
-                    worst = max(worst, _timed_healthz(plain, 1)[0])
+                    worst = max(worst, _healthz_within(plain, released_at))
                 db.commit()  # releases the locks
                 thread.join(timeout=60)
                 status, took = answered[0]
