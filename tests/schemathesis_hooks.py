@@ -9,6 +9,7 @@ of issue 22's classes (see `_hostile`)."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from typing import Any
 
@@ -31,20 +32,22 @@ def _nested(depth: int) -> Any:
     return value
 
 
-def _hostile(case: Any, n: int) -> None:
+def _hostile(case: Any, kwargs: dict[str, Any], n: int) -> None:
     """The input classes of issue 22, mixed into generated calls: a lone surrogate in a dict
-    key, nesting past the depth limit, a cursor past 64 bits. Each must be a 4xx."""
+    key, nesting past the depth limit, a cursor past 64 bits. Each must be a 4xx. Bodies go
+    as raw bytes (`kwargs["data"]`): Schemathesis itself cannot hold a lone surrogate."""
     if case.operation.method.upper() == "GET" and case.operation.path == "/v1/records":
         case.query = {**(case.query or {}), "after": 2**70}
     elif isinstance(case.body, dict):
-        case.body = {**case.body, "x\ud800": 1} if n % 2 else {**case.body, "deep": _nested(200)}
+        body = {**case.body, "x\ud800": 1} if n % 2 else {**case.body, "deep": _nested(200)}
+        kwargs["data"] = json.dumps(body).encode()  # ensure_ascii: the surrogate goes as its \\ud800 escape
 
 
 @schemathesis.hook
-def before_call(ctx: Any, case: Any, **kwargs: Any) -> None:
+def before_call(ctx: Any, case: Any, kwargs: dict[str, Any]) -> None:
     n = next(_calls)
     body = _valid_bodies().get((case.operation.method.upper(), case.operation.path))
     if body is not None and n % 2 == 0:
         case.body = body
     elif n % 5 == 1:
-        _hostile(case, n)
+        _hostile(case, kwargs, n)
