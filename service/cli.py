@@ -176,7 +176,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(_row_json(row), indent=2))
         return 0
     filters = {"verifier": args.verifier, "verdict": args.verdict, "group_id": args.group_id,
-               "task_id": args.task_id, "flag": args.flag}
+               "caller_key_id": args.key, "task_id": args.task_id, "flag": args.flag}
     if args.audit_command == "list":
         for row in store.query(limit=args.limit, **filters):
             print(f"{row.id}  {row.created_at:%Y-%m-%d %H:%M:%S}  {row.verifier:<10} {row.verdict:<15}"
@@ -311,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--verifier")
         p.add_argument("--verdict")
         p.add_argument("--group-id")
+        p.add_argument("--key", help="the sending API key's id (a group id lives in its sender's namespace)")
         p.add_argument("--task-id")
         p.add_argument("--flag")
         if name == "list":

@@ -268,6 +268,9 @@ def test_the_same_group_id_from_two_keys_is_two_groups(server: LiveServer, clien
     a_id, b_id = a.split("_")[1], b.split("_")[1]
     mine = client.get("/v1/records", params={"group_id": group_id, "caller_key_id": a_id}).json()["records"]
     assert len(mine) == 2 and {r["caller_key_id"] for r in mine} == {a_id}
+    listed = subprocess.run([sys.executable, "-m", "service.cli", "audit", "list", "--group-id", group_id,
+                             "--key", b_id], env=server.env(), cwd=REPO, capture_output=True, text=True, check=True)
+    assert len(listed.stdout.splitlines()) == 2 and listed.stdout.count("incorrect") == 2, listed.stdout
     task_hash = mine[0]["task_hash"]
     stats = client.get("/v1/tasks/stats", params={"task_hash": task_hash}).json()["tasks"]
     assert stats[0]["groups"] == 2 and stats[0]["zero_variance_share"] == 1.0, stats
