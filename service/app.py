@@ -9,68 +9,35 @@ import pkgutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
 from service.config import Settings
+from service.edge import EdgeGuard, EdgeLimits
 from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
 from service.env_sessions import EnvSessionStore
 from service.executors import LocalExecutor, create_executor
 from service.logs import RequestLog
 from service.metrics import Metrics, serve_metrics_port
 from service.openapi import add_links
+from service.packing import TooBigToFit
+from service.review import LabelLimit
 from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
 from service.ui import install as install_viewer
+from service.validation import RequestLimits, printable
 from verifiers import registry
 from verifiers.base import TaskInvalid, UnknownVerifier, VerifyContext
 
 log = logging.getLogger("assay")
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-class BodyLimit:
-    """Reject bodies over the limit before they are buffered (Content-Length or streamed)."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._reject(send)
-            return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise BodyTooLarge
-            return message
-
-        try:
-            await self.app(scope, limited, send)
-        except BodyTooLarge:
-            await self._reject(send)
-
-    async def _reject(self, send: Send) -> None:
-        body = json.dumps({"detail": f"request body exceeds {self.limit} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
 
 
 def load_task_pack(engine: Engine, path: Path) -> int:
@@ -94,8 +61,24 @@ def _include_routers(app: FastAPI) -> None:
             app.include_router(module.router)
 
 
+class SafeJSONResponse(JSONResponse):
+    """JSON that can always be sent: a lone surrogate stored before the service refused them
+    goes out as its `\\udXXX` escape (as `ensure_ascii` would write it), never as a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None,
+                          separators=(",", ":")).encode("utf-8", "backslashreplace")
+
+
 def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+    """An error answer; whatever the message echoes, it can be encoded."""
+    return SafeJSONResponse({"detail": printable(detail)}, status_code=status, headers=headers)
+
+
+def edge_limits(settings: Settings) -> EdgeLimits:
+    return EdgeLimits(settings.max_body_bytes, settings.max_json_depth, RequestLimits(
+        max_groups=settings.max_groups, max_group_size=settings.max_group_size,
+        max_eval_tasks=settings.max_eval_tasks, max_openrlhf_samples=settings.max_openrlhf_samples))
 
 
 def _count_request(scope: Scope, route: str, status: int) -> None:
@@ -146,6 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         # ASSAY_API_DOCS=false: no /docs, /redoc or /openapi.json (compose's default).
         **({} if settings.api_docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}),
+        default_response_class=SafeJSONResponse,
     )
     _include_routers(app)
     generate_openapi = app.openapi
@@ -154,13 +138,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
+        errors = [{"field": printable(".".join(str(p) for p in e["loc"])), "message": printable(e["msg"])}
+                  for e in exc.errors()]
         summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        return JSONResponse({"detail": summary, "errors": errors}, status_code=422)
+        return SafeJSONResponse({"detail": summary, "errors": errors}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.detail, str):
+            exc.detail = printable(exc.detail)
+        return await http_exception_handler(request, exc)
 
     handlers: list[tuple[type[Exception], int]] = [
         (TaskInvalid, 422), (RequestInvalid, 422), (UnknownVerifier, 422), (TaskNotFound, 404),
-        (TaskConflict, 409), (RequestIdConflict, 409), (IdempotencyConflict, 422),
+        (TaskConflict, 409), (RequestIdConflict, 409), (IdempotencyConflict, 422), (LabelLimit, 409),
+        (TooBigToFit, 422),
     ]
     for exc_type, status in handlers:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))
@@ -173,6 +165,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         request.app.state.metrics.unavailable.labels(reason).inc()
         return _error(503, str(exc), {"Retry-After": str(settings.retry_after_s)})
 
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-    app.add_middleware(RequestLog, on_response=_count_request)  # outermost: logs 413s too
+    app.add_middleware(EdgeGuard, limits=edge_limits(settings))  # key, size and depth before any body is parsed
+    app.add_middleware(RequestLog, on_response=_count_request)  # outermost: logs 401s and 413s too
     return app

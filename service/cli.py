@@ -78,6 +78,32 @@ def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> int:
+    from service.keys import list_keys
+
+    for key in list_keys(_store(settings)):
+        state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M:%S} by {key.revoked_by}" if key.revoked_at else (
+            "revoked" if key.revoked else "active")
+        reason = f" ({key.reason})" if key.reason else ""
+        print(f"{key.key_id}\t{','.join(key.scopes)}\t{key.name or '-'}\t{key.created_at:%Y-%m-%d %H:%M:%S}\t"
+              f"{state}{reason}")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    import getpass
+
+    from service.keys import KeyNotFound, revoke_key
+
+    try:
+        key = revoke_key(_store(settings), args.key_id, args.by or f"cli:{getpass.getuser()}", args.reason)
+    except KeyNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{key.key_id}\trevoked {key.revoked_at:%Y-%m-%d %H:%M:%S} by {key.revoked_by}")
+    return 0
+
+
 def _read_items(path: str) -> list[dict[str, Any]]:
     if path == "-":
         text = sys.stdin.read()
@@ -150,7 +176,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(_row_json(row), indent=2))
         return 0
     filters = {"verifier": args.verifier, "verdict": args.verdict, "group_id": args.group_id,
-               "task_id": args.task_id, "flag": args.flag}
+               "caller_key_id": args.key, "task_id": args.task_id, "flag": args.flag}
     if args.audit_command == "list":
         for row in store.query(limit=args.limit, **filters):
             print(f"{row.id}  {row.created_at:%Y-%m-%d %H:%M:%S}  {row.verifier:<10} {row.verdict:<15}"
@@ -270,6 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--scopes", required=True, help="comma-separated: reward,audit,admin")
     create.add_argument("--name", default=None)
     create.set_defaults(func=cmd_keys_create)
+    keys_sub.add_parser("list", help="list keys: id, scopes, name, created, revoked (never a secret)").set_defaults(
+        func=cmd_keys_list)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id: API calls and viewer sessions stop at once")
+    revoke.add_argument("key_id")
+    revoke.add_argument("--reason", default=None)
+    revoke.add_argument("--by", default=None, help="who revokes (default: cli:<user>)")
+    revoke.set_defaults(func=cmd_keys_revoke)
 
     audit = sub.add_parser("audit", help="read the audit log")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True)
@@ -278,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--verifier")
         p.add_argument("--verdict")
         p.add_argument("--group-id")
+        p.add_argument("--key", help="the sending API key's id (a group id lives in its sender's namespace)")
         p.add_argument("--task-id")
         p.add_argument("--flag")
         if name == "list":

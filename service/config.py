@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     max_group_size: int = 64
     max_groups: int = 64
     max_inflight_responses: int = 1024
+    # Arrays and objects a JSON body may nest, checked on its bytes before it is parsed.
+    max_json_depth: int = Field(64, ge=4, le=500)
+    # Tasks one evaluation run may hold (all families together), checked before any work.
+    max_eval_tasks: int = Field(1024, ge=1)
+    # Samples in one /v1/openrlhf batch.
+    max_openrlhf_samples: int = Field(4096, ge=1)
+    # Labels one record may carry (each note is at most 4,000 characters).
+    max_labels_per_record: int = Field(100, ge=1)
     retry_after_s: int = 2
     verify_threads: int = 16
     # Admin URL of a Postgres server kept for Postgres-dialect SQL tasks (throwaway schemas

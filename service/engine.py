@@ -348,6 +348,10 @@ class Engine:
                 raise RequestInvalid(
                     f"groups[{gi}].responses: {len(group.responses)} responses; the limit is {s.max_group_size}")
             self._check_responses(generations[gi], f"groups[{gi}].responses")
+        total = sum(len(g) for g in generations)
+        if total > s.max_inflight_responses:  # would wait for room that can never come: not a 503
+            raise RequestInvalid(f"groups: {total} responses in all; at most max_inflight_responses "
+                                 f"({s.max_inflight_responses}) are verified at once: split the request")
 
     def _resolve_groups(self, req: GroupsRequest) -> list[Resolved]:
         """Blocking (registered tasks are read from the store). Errors name the group."""

@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import anyio
+
 from service.auth import Caller
 from service.engine import Engine, TaskNotFound
 from service.eval_metrics import Vote, bootstrap_difference, maj_at_k, mean, pass_at_k
@@ -19,7 +21,8 @@ from service.inspection_schemas import (
     FamilyComparison,
     TokenBucket,
 )
-from service.schemas import GroupsRequest
+from service.packing import check_fits, pack
+from service.schemas import AdvantageOptions, GroupsRequest
 from service.store import AuditStore, EvalRow, RecordRow
 
 FALSE_STEP = "false_step"
@@ -45,20 +48,33 @@ class TaskSample:
 async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
     eval_id = uuid.uuid4().hex
     layout: dict[str, list[str]] = {}
-    # Every task is resolved before anything runs, so a bad task is a 4xx and logs nothing.
-    for specs in body.families.values():
-        for spec in specs:
-            engine.resolve(spec)
+    # Every task is resolved before anything runs (off the event loop: registered tasks are
+    # read from the store), so a bad task is a 4xx and logs nothing.
+    settings = engine.settings
+    for family, specs in body.families.items():
+        check_fits([(f"families.{family}[{i}].responses", len(spec.responses)) for i, spec in enumerate(specs)],
+                   settings.max_inflight_responses)
+    await anyio.to_thread.run_sync(_resolve_all, engine, body)
     for family, specs in body.families.items():
         group_ids = layout.setdefault(family, [])
-        step = engine.settings.max_groups
-        for start in range(0, len(specs), step):
-            chunk = [spec.model_copy(update={"group_id": uuid.uuid4().hex}) for spec in specs[start:start + step]]
-            answer = await engine.groups(GroupsRequest(groups=chunk), caller, eval_id=eval_id)
+        for indices in pack([len(spec.responses) for spec in specs], settings.max_groups,
+                            settings.max_inflight_responses):
+            chunk = [specs[i].model_copy(update={"group_id": uuid.uuid4().hex}) for i in indices]
+            answer = await engine.groups(GroupsRequest.model_construct(groups=chunk, advantage=AdvantageOptions()),
+                                         caller, eval_id=eval_id)
             group_ids += [g.group_id for g in answer.groups]
-    engine.store.add_eval(EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint,
-                                  caller_key_id=caller.key_id, layout=layout))
-    return eval_report(engine.store, eval_id)
+    row = EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint, caller_key_id=caller.key_id, layout=layout)
+    await anyio.to_thread.run_sync(engine.store.add_eval, row)
+    return await anyio.to_thread.run_sync(eval_report, engine.store, eval_id)
+
+
+def _resolve_all(engine: Engine, body: EvalIn) -> None:
+    for family, specs in body.families.items():
+        for index, spec in enumerate(specs):
+            try:
+                engine.resolve(spec)
+            except TaskNotFound as exc:
+                raise TaskNotFound(f"families.{family}[{index}].task_id: {exc}") from None
 
 
 def _samples(store: AuditStore, run: EvalRow) -> dict[str, list[TaskSample]]:

@@ -4,23 +4,24 @@ evaluation runs, task statistics (issue 12)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.schemas import GroupSpec, RecordOut, Verdict
+from service.schemas import GroupSpec, RecordOut, UnicodeText, Verdict
+from service.validation import check_eval, current_limits
 
 LabelKind = Literal["agree", "disagree", "exploit"]
 
 
-class LabelIn(BaseModel):
+class LabelIn(UnicodeText):
     model_config = ConfigDict(extra="forbid")
 
     label: LabelKind = Field(description="`agree` with the verdict, `disagree` (give `corrected_verdict`), "
                                          "or `exploit` (give `pattern`).")
     corrected_verdict: Verdict | None = Field(None, description="With `disagree`: the verdict it should have had.")
     pattern: str | None = Field(None, min_length=1, max_length=100, description="With `exploit`: the pattern's name.")
-    note: str | None = Field(None, max_length=10_000)
+    note: str | None = Field(None, max_length=4_000)
 
     @model_validator(mode="after")
     def _consistent(self) -> LabelIn:
@@ -77,13 +78,20 @@ class ReviewSummary(BaseModel):
     verifiers: dict[str, VerifierReview]
 
 
-class EvalIn(BaseModel):
+class EvalIn(UnicodeText):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200)
     checkpoint: str = Field(min_length=1, max_length=200, description="The checkpoint's label.")
     families: dict[str, list[GroupSpec]] = Field(
         min_length=1, description="Family name -> tasks, each with its n responses (strings or generation objects).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_limits(cls, data: Any) -> Any:
+        """Checked on the raw lists, before any task is built (settings: max_eval_tasks, max_group_size)."""
+        check_eval(data, current_limits())
+        return data
 
     @model_validator(mode="after")
     def _non_empty(self) -> EvalIn:

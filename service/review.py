@@ -44,9 +44,19 @@ def label_out(row: LabelRow) -> LabelOut:
                     label=row.label, corrected_verdict=row.corrected_verdict, pattern=row.pattern, note=row.note)
 
 
-def add_label(store: AuditStore, record_id: str, body: LabelIn, caller: Caller) -> LabelOut:
+class LabelLimit(Exception):
+    """The record already carries the most labels one record may have."""
+
+
+MAX_LABELS_PER_RECORD = 100
+
+
+def add_label(store: AuditStore, record_id: str, body: LabelIn, caller: Caller,
+              max_labels: int = MAX_LABELS_PER_RECORD) -> LabelOut:
     if store.record(record_id) is None:
         raise TaskNotFound(f"record {record_id!r} not found")
+    if len(store.labels([record_id])) >= max_labels:
+        raise LabelLimit(f"record {record_id!r} already carries {max_labels} labels (max_labels_per_record)")
     row = LabelRow(id=uuid.uuid4().hex, record_id=record_id, author=caller.author, author_key_id=caller.key_id,
                    label=body.label, corrected_verdict=body.corrected_verdict, pattern=body.pattern, note=body.note)
     store.add_label(row)

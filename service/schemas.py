@@ -3,12 +3,12 @@ settings (group size, response length) are checked by the engine with clear mess
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.validation import bad_value, check_groups, current_limits
 from verifiers import registry
 from verifiers.base import Verdict
 
@@ -16,40 +16,16 @@ if TYPE_CHECKING:
     from service.store import RecordRow
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def lone_surrogate_path(value: Any, path: str = "") -> str | None:
-    """Where a JSON value holds a lone surrogate (JSON's `\\ud800` escapes allow them,
-    but they are not Unicode text: they cannot be hashed, stored or sent to a sandbox)."""
-    if isinstance(value, str):
-        return path if _LONE_SURROGATE.search(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and _LONE_SURROGATE.search(key):
-                return where
-            found = lone_surrogate_path(item, where)
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            found = lone_surrogate_path(item, f"{path}[{i}]")
-            if found is not None:
-                return found
-    return None
-
-
 class UnicodeText(BaseModel):
-    """Request bodies whose strings must be valid Unicode; the error names the field."""
+    """Request bodies whose strings (keys included) are valid Unicode and whose numbers are
+    finite (service/validation.py); the error names the field."""
 
     @model_validator(mode="before")
     @classmethod
     def _valid_unicode(cls, data: Any) -> Any:
-        where = lone_surrogate_path(data)
-        if where is not None:
-            raise ValueError(f"{where or 'body'}: holds a lone surrogate (\\ud800-\\udfff), which is not valid "
-                             "Unicode text")
+        problem = bad_value(data)
+        if problem is not None:
+            raise ValueError(problem)
         return data
 
 
@@ -136,6 +112,15 @@ class GroupSpec(TaskRef):
 class GroupsRequest(_Strict):
     groups: list[GroupSpec] = Field(min_length=1)
     advantage: AdvantageOptions = AdvantageOptions()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_limits(cls, data: Any) -> Any:
+        """Checked on the raw lists, before any group is built (settings: max_groups, max_group_size)."""
+        limits = current_limits()
+        if isinstance(data, dict):
+            check_groups(data.get("groups"), "groups", limits, limits.max_groups)
+        return data
 
 
 class GroupError(BaseModel):

@@ -169,6 +169,18 @@ class ApiKeyRow(Base):
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
+class KeyRevocationRow(Base):
+    """A key's revocation: append-only (service/keys.py inserts, nothing updates `api_keys`)."""
+
+    __tablename__ = "key_revocations"
+    __table_args__ = (Index("ix_key_revocations_key", "key_id"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key_id: Mapped[str] = mapped_column(String(64))
+    revoked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    revoked_by: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(String(500))
+
+
 class IdempotencyRow(Base):
     __tablename__ = "idempotency"
     __table_args__ = (UniqueConstraint("caller_key_id", "key", name="uq_idempotency"),)
@@ -266,13 +278,14 @@ class AuditStore:
 
     def query(self, *, verifier: str | None = None, verdict: str | None = None, group_id: str | None = None,
               task_id: str | None = None, task_hash: str | None = None, flag: str | None = None,
-              eval_id: str | None = None,
+              eval_id: str | None = None, caller_key_id: str | None = None,
               since: datetime | None = None, until: datetime | None = None,
               after_seq: int | None = None, limit: int = 100) -> list[RecordRow]:
         stmt = select(RecordRow).order_by(RecordRow.seq)
         for column, value in ((RecordRow.verifier, verifier), (RecordRow.verdict, verdict),
                               (RecordRow.group_id, group_id), (RecordRow.task_id, task_id),
-                              (RecordRow.task_hash, task_hash), (RecordRow.eval_id, eval_id)):
+                              (RecordRow.task_hash, task_hash), (RecordRow.eval_id, eval_id),
+                              (RecordRow.caller_key_id, caller_key_id)):
             if value is not None:
                 stmt = stmt.where(column == value)
         if since is not None:
@@ -409,8 +422,14 @@ class AuditStore:
             s.add(ApiKeyRow(key_id=key_id, secret_hash=secret_hash, scopes=",".join(scopes), name=name))
 
     def key(self, key_id: str) -> ApiKeyRow | None:
+        """The key, with `revoked` set when it was ever revoked (column or revocation row)."""
         with self.db() as s:
-            return s.get(ApiKeyRow, key_id)
+            row = s.get(ApiKeyRow, key_id)
+            if row is not None and not row.revoked:
+                revoked = s.scalar(select(exists().where(KeyRevocationRow.key_id == key_id)))
+                s.expunge(row)
+                row.revoked = bool(revoked)
+            return row
 
     # -------------------------------------------------------------- idempotency
 

@@ -47,7 +47,8 @@ class _Tally:
     verifier: str
     attempts: int = 0
     correctness: list[float] = field(default_factory=list)
-    groups: dict[str, list[float | None]] = field(default_factory=dict)
+    # Per group, by (caller key, group id): the same id from two keys is two groups.
+    groups: dict[tuple[str | None, str], list[float | None]] = field(default_factory=dict)
     tokens: list[int] = field(default_factory=list)
 
     def add(self, row: RecordRow) -> None:
@@ -56,7 +57,7 @@ class _Tally:
         if value is not None:
             self.correctness.append(value)
         if row.group_id is not None:
-            self.groups.setdefault(row.group_id, []).append(value)
+            self.groups.setdefault((row.caller_key_id, row.group_id), []).append(value)
         if row.tokens is not None:
             self.tokens.append(row.tokens)
 

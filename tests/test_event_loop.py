@@ -78,3 +78,125 @@ def _timed_healthz(client: httpx.Client, count: int) -> list[float]:
 
 def _p90(values: list[float]) -> float:
     return sorted(values)[len(values) * 9 // 10]
+
+
+# ---------------------------------------------------------------------------------------
+# Every route, with a database read long enough to be caught: on Postgres, the tables a
+# route reads (all but the key and session tables that authentication needs) are locked
+# for HOLD_S while the route runs. A route whose read ran on the event loop would hold
+# /healthz for the rest of the lock; one that reads on a worker thread leaves it free.
+
+HOLD_S = 3.0
+LOCKED_TABLES = ("records", "labels", "evals", "task_blobs", "tasks", "idempotency", "env_sessions")
+
+
+def _routes(server: LiveServer, ids: dict[str, str]) -> list[tuple[str, str, dict | None]]:
+    task = {"verifier": "math", "task_id": "loop/math"}
+    return [
+        ("POST", "/v1/verify", {**task, "response": r"\boxed{2}"}),
+        ("POST", "/v1/groups", {"groups": [{**task, "responses": [r"\boxed{2}"]}]}),
+        ("POST", "/v1/openrlhf", {"query": [r"q \boxed{2}"], "labels": [{"task_id": "loop/math"}]}),
+        ("POST", "/v1/evals", {"name": "loop", "checkpoint": "c", "families": {"math": [{**task,
+                                                                                         "responses": ["2"]}]}}),
+        ("GET", f"/v1/evals/{ids['eval']}", None),
+        ("GET", f"/v1/evals/{ids['eval']}/compare/{ids['eval']}", None),
+        ("POST", "/v1/envs", {"verifier": "tool_state", "task_id": "loop/env"}),
+        ("POST", f"/v1/envs/{ids['env']}/step", {"tool": "get_balance", "args": {"account": "alice"}}),
+        ("POST", "/v1/tasks", {"task_id": "loop/math", "verifier": "math", "task": {"answer": "2"}}),
+        ("GET", "/v1/tasks/loop/math", None),
+        ("GET", "/v1/tasks/stats", None),
+        ("GET", "/v1/records", None),
+        ("GET", f"/v1/records/{ids['record']}", None),
+        ("GET", "/v1/records/export", None),
+        ("POST", f"/v1/records/{ids['record']}/labels", {"label": "agree"}),
+        ("GET", f"/v1/records/{ids['record']}/labels", None),
+        ("GET", "/v1/review/queue", None),
+        ("GET", "/v1/review/summary", None),
+        ("UI", "/ui/", None),
+        ("UI", "/ui/records", None),
+        ("UI", f"/ui/records/{ids['record']}", None),
+        ("UI", f"/ui/groups/{ids['group']}", None),
+        ("UI", "/ui/evals", None),
+        ("UI", f"/ui/evals/{ids['eval']}", None),
+        ("UI", f"/ui/evals/{ids['eval']}/compare/{ids['eval']}", None),
+        ("UI", "/ui/review", None),
+        ("UI", "/ui/export", None),
+    ]
+
+
+def _prepare(server: LiveServer) -> dict[str, str]:
+    from verifiers.tool_state.examples import transfer_task
+
+    with server.client() as c:
+        assert c.post("/v1/tasks", json={"task_id": "loop/math", "verifier": "math",
+                                         "task": {"answer": "2"}}).status_code == 201
+        assert c.post("/v1/tasks", json={"task_id": "loop/env", "verifier": "tool_state",
+                                         "task": transfer_task()}).status_code == 201
+        group = c.post("/v1/groups", json={"groups": [{"verifier": "math", "task_id": "loop/math",
+                                                       "responses": [r"\boxed{2}", "3"]}]}).json()["groups"][0]
+        run = c.post("/v1/evals", json={"name": "loop", "checkpoint": "c", "families": {
+            "math": [{"verifier": "math", "task_id": "loop/math", "responses": ["2"]}]}}).json()
+        env = c.post("/v1/envs", json={"verifier": "tool_state", "task_id": "loop/env"}).json()
+    return {"record": group["results"][0]["record_id"], "group": group["group_id"], "eval": run["id"],
+            "env": env["env_id"]}
+
+
+def _healthz_within(client: httpx.Client, released_at: float) -> float:
+    """Seconds /healthz took; a loop held until the locks go counts as blocked for the rest of the hold."""
+    started = time.perf_counter()
+    try:
+        assert client.get("/healthz", timeout=max(released_at - time.monotonic(), 0.1) + 0.5).status_code == 200
+    except httpx.TimeoutException:
+        return HOLD_S
+    time.sleep(0.02)
+    return time.perf_counter() - started
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_no_route_reads_the_database_on_the_event_loop(tmp_path: Path):
+    import psycopg
+
+    from tests.test_edge_guard import _postgres_database
+    from tests.ui_support import sign_in
+
+    databases = _postgres_database()
+    database = next(databases)
+    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": database})
+    try:
+        ids = _prepare(server)
+        browser = sign_in(server, server.admin_key)
+        blocked: dict[str, float] = {}
+        with server.client() as api, httpx.Client(base_url=server.url, timeout=30) as plain, \
+                psycopg.connect(database.replace("postgresql+psycopg://", "postgresql://")) as db:
+            plain.get("/healthz")
+            for method, path, body in _routes(server, ids):
+                client = browser if method == "UI" else api
+                answered: list[tuple[int, float]] = []
+
+                def call(client=client, method=method, path=path, body=body, answered=answered) -> None:
+                    started = time.monotonic()
+                    reply = client.request("GET" if method == "UI" else method, path, json=body)
+                    reply.read()
+                    answered.append((reply.status_code, time.monotonic() - started))
+
+                db.execute(f"LOCK TABLE {', '.join(LOCKED_TABLES)} IN ACCESS EXCLUSIVE MODE")
+                thread = threading.Thread(target=call)
+                thread.start()
+                released_at = time.monotonic() + HOLD_S
+                worst = 0.0
+                while time.monotonic() < released_at:
+                    worst = max(worst, _healthz_within(plain, released_at))
+                db.commit()  # releases the locks
+                thread.join(timeout=60)
+                status, took = answered[0]
+                assert status < 500, (path, status)
+                # The route really waited on the lock: its read was long enough to be caught.
+                assert took >= HOLD_S * 0.6, (path, took)
+                blocked[f"{method} {path}"] = worst
+        slow = {route: worst for route, worst in blocked.items() if worst > HOLD_S / 2}
+        assert not slow, slow
+        browser.close()
+    finally:
+        server.stop()
+        next(databases, None)

@@ -36,7 +36,7 @@ def test_no_generated_request_gets_a_server_error(tmp_path: Path):
              "--suppress-health-check", "filter_too_much"],
             cwd=tmp_path, capture_output=True, text=True, timeout=540,  # its cache stays out of the tree
             env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks", "PYTHONPATH": str(REPO),
-                 "ASSAY_FUZZ_ENV_TASK": "fuzz/bank-transfer"},
+                 "ASSAY_FUZZ_ENV_TASK": "fuzz/bank-transfer", "ASSAY_FUZZ_KEY_ID": server.admin_key.split("_")[1]},
         )
         summary = run.stdout[-4000:]
         cases = re.search(r"(\d+) generated", summary)

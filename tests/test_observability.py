@@ -85,11 +85,33 @@ def test_one_json_line_per_request_and_per_verification_never_the_key(server: Li
     assert any(line.get("logger", "").startswith("uvicorn") for line in lines)
 
 
+# Holds its sandbox worker for a while, so that the in-flight budget is spent when the next request comes.
+SLOW_GROUP = {"verifier": "code", "task": {"language": "python", "entry_point": "add",
+                                           "tests": "def check(candidate):\n    assert candidate(2, 3) == 5\n"},
+              "responses": ["```python\nimport time\ntime.sleep(4)\ndef add(a, b):\n    return a + b\n```"] * 4}
+
+
 def test_metrics_exposition(server: LiveServer):
+    import threading
+
     with server.client() as c:
         assert c.post("/v1/groups", json={"groups": [README_GROUP]}).status_code == 200
-        too_many = c.post("/v1/groups", json={"groups": [README_GROUP | {"responses": ["1"] * 5}]})
-        assert too_many.status_code == 503 and too_many.headers["retry-after"]
+        # A request too big to ever fit is a 422 naming the limit, not a 503 to retry forever.
+        too_big = c.post("/v1/groups", json={"groups": [README_GROUP | {"responses": ["1"] * 5}]})
+        assert too_big.status_code == 422 and "max_inflight_responses" in too_big.json()["detail"]
+        # Saturation: the budget (4) is held by a slow request, so the next one gets a 503.
+        slow = threading.Thread(target=lambda: c.post("/v1/groups", json={"groups": [SLOW_GROUP]}))
+        slow.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            inflight = samples(httpx.get(f"{server.url}/metrics", timeout=30).text).get(
+                ("assay_inflight_responses", ()), 0)
+            if inflight == 4:
+                break
+            time.sleep(0.05)
+        saturated = c.post("/v1/groups", json={"groups": [README_GROUP]})
+        slow.join()
+        assert saturated.status_code == 503 and saturated.headers["retry-after"]
     page = httpx.get(f"{server.url}/metrics", timeout=30)
     assert page.headers["content-type"].startswith("text/plain")
     found = samples(page.text)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -99,8 +99,9 @@ class TaskBase(BaseModel):
     # Fields listed here are hidden: never returned by read endpoints, logged as hashes.
     hidden_fields: ClassVar[frozenset[str]] = frozenset()
 
-    failure_value: float = 0.0
-    reward_weights: dict[str, float] | None = None
+    # Numbers that feed the reward: finite and in range (NaN fails both bounds).
+    failure_value: float = Field(0.0, ge=-1.0, le=1.0, description="The reward when a hard component fails.")
+    reward_weights: dict[str, Annotated[float, Field(ge=0.0, le=1000.0)]] | None = None
     # Inspection options (see verifiers/inspection.py). At their defaults they are left out
     # of the task hash, so tasks registered before they existed keep their identity.
     prompt: str | None = Field(None, max_length=1_000_000,

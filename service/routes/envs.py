@@ -63,8 +63,10 @@ def _sessions(request: Request) -> EnvSessionStore:
     return request.app.state.env_sessions
 
 
-def _task(request: Request, opened: OpenEnv) -> ToolStateTask:
-    task = request.app.state.engine.resolve(opened).task  # TaskInvalid -> 422, unknown task_id -> 404
+async def _task(request: Request, opened: OpenEnv) -> ToolStateTask:
+    """The session's task, resolved off the event loop (a registered task is read from the store)."""
+    resolved = await anyio.to_thread.run_sync(request.app.state.engine.resolve, opened)
+    task = resolved.task  # TaskInvalid -> 422, unknown task_id -> 404
     assert isinstance(task, ToolStateTask)
     return task
 
@@ -72,7 +74,7 @@ def _task(request: Request, opened: OpenEnv) -> ToolStateTask:
 @router.post("", response_model=OpenedEnv, status_code=201, responses=_errors)
 async def open_env(body: OpenEnv, request: Request, caller: Caller = Depends(require_scope("reward"))) -> OpenedEnv:
     """Open a session on a `tool_state` task: the environment starts in the task's initial state."""
-    task = _task(request, body)
+    task = await _task(request, body)
     store = _sessions(request)
     row = await _run(request, store.open, caller.key_id, body.model_dump(mode="json"), task)
     return OpenedEnv(env_id=row.id, environment=task.environment, actor=task.actor,
@@ -88,7 +90,7 @@ async def step(env_id: str, body: StepRequest, request: Request,
         raise HTTPException(422, f"args: longer than {MAX_ARGS_CHARS} characters")
     store = _sessions(request)
     row = await _run(request, store.get, env_id, caller.key_id)
-    done = await _run(request, store.step, env_id, caller.key_id, _task(request, OpenEnv(**row.opened)),
+    done = await _run(request, store.step, env_id, caller.key_id, await _task(request, OpenEnv(**row.opened)),
                       body.tool, body.args)
     reply = done.event.reply()
     return StepResult(ok=reply["ok"], result=reply.get("result"), error=reply.get("error"), step=done.event.index,

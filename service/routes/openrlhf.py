@@ -18,10 +18,13 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from service.auth import Caller, require_scope
+from service.config import Settings
+from service.packing import check_fits, pack
 from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn, TaskRef, UnicodeText
+from service.validation import check_length, current_limits
 from trainer_client.grouping import consecutive_runs
 
 router = APIRouter(prefix="/v1", tags=["trainer adapters"])
@@ -39,6 +42,14 @@ class OpenRLHFRequest(UnicodeText):
     prompts: list[str] | None = Field(None, description="The prompts, to cut the response out of each query.")
     labels: list[Any] = Field(
         description="Per sample: the answer (math), or a JSON object {task_id} or {verifier, task}.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_limits(cls, data: Any) -> Any:
+        limit = current_limits().max_openrlhf_samples
+        for name in ("query", "prompts", "labels"):
+            check_length(data, name, limit, setting="max_openrlhf_samples")
+        return data
 
 
 class OpenRLHFResponse(BaseModel):
@@ -100,11 +111,14 @@ def checked_task(spec: dict[str, Any], index: int) -> dict[str, Any]:
 Chunk = list[tuple[dict[str, Any], list[int]]]
 
 
-def _chunks(specs: list[dict[str, Any]], max_groups: int, max_group_size: int) -> list[Chunk]:
+def _chunks(specs: list[dict[str, Any]], settings: Settings) -> list[Chunk]:
     """Consecutive samples with the same task form a group (OpenRLHF's n_samples_per_prompt),
-    packed into requests within the service's group limits."""
-    groups = consecutive_runs(specs, max_run=max_group_size)
-    return [groups[i : i + max_groups] for i in range(0, len(groups), max_groups)]
+    packed into requests within the service's group and in-flight limits."""
+    groups = consecutive_runs(specs, max_run=settings.max_group_size)
+    sizes = [len(idx) for _, idx in groups]
+    check_fits([(f"labels[{idx[0]}:{idx[-1] + 1}]", len(idx)) for _, idx in groups], settings.max_inflight_responses)
+    packs = pack(sizes, settings.max_groups, settings.max_inflight_responses)
+    return [[groups[i] for i in indices] for indices in packs]
 
 
 @router.post("/openrlhf", response_model=OpenRLHFResponse, responses={401: {"model": ErrorOut},
@@ -129,7 +143,7 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
         json.dumps([[q if isinstance(q, str) else q.model_dump() for q in body.query], body.prompts, body.labels,
                     verifier], default=str).encode()).hexdigest()
     results: list[Any] = [None] * n
-    chunks = _chunks(specs, engine.settings.max_groups, engine.settings.max_group_size)
+    chunks = _chunks(specs, engine.settings)
     for ci, chunk in enumerate(chunks):
         req = GroupsRequest(groups=[GroupSpec(**spec, responses=[responses[i] for i in idx]) for spec, idx in chunk])
         answer = await engine.groups(req, caller, f"{base_key}:{ci}")

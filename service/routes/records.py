@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
@@ -15,26 +16,39 @@ from verifiers.base import Verdict
 
 router = APIRouter(prefix="/v1/records", tags=["audit"])
 EXPORT_CHUNK_RECORDS = 100
+MAX_SEQ = 2**63 - 1  # a record's seq is a 64-bit integer in both databases
 
 
 class RecordFilters:
-    def __init__(self, verifier: str | None = None, verdict: Verdict | None = None, group_id: str | None = None,
+    def __init__(self, verifier: str | None = None, verdict: Verdict | None = None,
+                 group_id: str | None = Query(None, description="A group id in the namespace of `caller_key_id` "
+                                                                "(default: the calling key's own groups)."),
+                 caller_key_id: str | None = Query(None, description="Records of this API key id."),
                  task_id: str | None = None, task_hash: str | None = None,
                  flag: str | None = Query(None, description="Only records carrying this flag (suspected hacks)."),
                  since: datetime | None = None, until: datetime | None = None) -> None:
         self.values = {"verifier": verifier, "verdict": verdict, "group_id": group_id, "task_id": task_id,
-                       "task_hash": task_hash, "flag": flag, "since": since, "until": until}
+                       "task_hash": task_hash, "flag": flag, "since": since, "until": until,
+                       "caller_key_id": caller_key_id}
+
+    def scoped(self, caller: Caller) -> dict[str, Any]:
+        """Group ids live in the namespace of the key that sent them: the same id from two
+        keys is two groups. Without `caller_key_id`, a group id is the calling key's."""
+        if self.values["group_id"] is not None and self.values["caller_key_id"] is None:
+            return {**self.values, "caller_key_id": caller.key_id}
+        return self.values
 
 
 # Routes that read the store are plain functions: FastAPI runs them on its thread pool,
 # so a database call never holds the event loop.
 @router.get("", response_model=RecordPage)
 def list_records(request: Request, filters: RecordFilters = Depends(),
-                 after: int | None = Query(None, description="Cursor: `next_cursor` of the previous page."),
+                 after: int | None = Query(None, ge=0, le=MAX_SEQ,
+                                           description="Cursor: `next_cursor` of the previous page."),
                  limit: int = Query(100, ge=1, le=1000),
-                 _: Caller = Depends(require_scope("audit"))) -> RecordPage:
+                 caller: Caller = Depends(require_scope("audit"))) -> RecordPage:
     """Records in write order, filtered and paginated."""
-    rows = request.app.state.store.query(after_seq=after, limit=limit, **filters.values)
+    rows = request.app.state.store.query(after_seq=after, limit=limit, **filters.scoped(caller))
     return RecordPage(records=[record_out(r) for r in rows],
                       next_cursor=rows[-1].seq if len(rows) == limit else None)
 
@@ -42,15 +56,16 @@ def list_records(request: Request, filters: RecordFilters = Depends(),
 @router.get("/export", response_class=StreamingResponse,
             responses={200: {"content": {"application/x-ndjson": {}}, "description": "One record per line."}})
 async def export_records(request: Request, filters: RecordFilters = Depends(),
-                         _: Caller = Depends(require_scope("audit"))) -> StreamingResponse:
+                         caller: Caller = Depends(require_scope("audit"))) -> StreamingResponse:
     """All matching records as JSON Lines."""
     store = request.app.state.store
+    values = filters.scoped(caller)
 
     def lines() -> Iterator[str]:
         # A sync iterator: Starlette pulls it on a worker thread, so the store's reads stay
         # off the event loop. Lines go out in chunks to spare a thread hop per record.
         chunk: list[str] = []
-        for row in store.iter_all(**filters.values):
+        for row in store.iter_all(**values):
             chunk.append(record_out(row).model_dump_json() + "\n")
             if len(chunk) == EXPORT_CHUNK_RECORDS:
                 yield "".join(chunk)

@@ -13,14 +13,16 @@ from service.routes.records import record_out
 from service.schemas import ErrorOut
 
 router = APIRouter(prefix="/v1", tags=["review"])
-_errors = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+_errors = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 404: {"model": ErrorOut}, 409: {"model": ErrorOut},
+           422: {"model": ErrorOut}}
 
 
 @router.post("/records/{record_id}/labels", response_model=LabelOut, status_code=201, responses=_errors)
 async def label_record(record_id: str, body: LabelIn, request: Request,
                        caller: Caller = Depends(require_scope("review"))) -> LabelOut:
     """Add a label (append-only: a later label supersedes, the history stays)."""
-    return await anyio.to_thread.run_sync(add_label, request.app.state.store, record_id, body, caller)
+    return await anyio.to_thread.run_sync(add_label, request.app.state.store, record_id, body, caller,
+                                          request.app.state.engine.settings.max_labels_per_record)
 
 
 @router.get("/records/{record_id}/labels", response_model=list[LabelOut], responses=_errors)

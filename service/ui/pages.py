@@ -11,14 +11,14 @@ from urllib.parse import quote, urlencode
 
 import anyio
 from fastapi import APIRouter, Depends, Form, Request
-from fastapi.responses import FileResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from service.auth import Caller
 from service.engine import RequestInvalid, TaskNotFound
 from service.evals import compare, eval_report
 from service.inspection_schemas import LabelIn
-from service.review import add_label, label_out, review_queue
+from service.review import LabelLimit, add_label, label_out, review_queue
 from service.store import AuditStore
 from service.ui import bundle
 from service.ui.evidence import flag_evidence, highlight, is_hidden
@@ -30,6 +30,7 @@ from service.ui.queries import (
     QueryForm,
     RecordFilter,
     filter_choices,
+    group_keys,
     group_view,
     overview,
     record_page,
@@ -164,6 +165,10 @@ def sign_out_post(request: Request, csrf_token: str = Form("")) -> Response:
 def records_page(request: Request, viewer: Viewer = Depends(signed_in)) -> Response:
     try:
         f = _parse(RecordFilter, request)
+        if f.group is not None and f.key is None:
+            key = _group_key(request, viewer, f.group, None)
+            if isinstance(key, Response):
+                return key
         result = record_page(_store(request), f, request.query_params.get("after") or None)
     except (ValidationError, BadCursor) as exc:
         return _invalid(request, viewer, exc)
@@ -212,14 +217,31 @@ async def replay_post(request: Request, record_id: str, csrf_token: str = Form("
     return page(request, "record.html", **context)
 
 
+def _group_key(request: Request, viewer: Viewer, group_id: str, key: str | None) -> str | None | Response:
+    """Whose group: the `key` asked for, else the one key that sent this id; an id sent by
+    several keys names several groups (409, listing them)."""
+    if key is not None:
+        return key
+    keys = group_keys(_store(request), group_id)
+    if len(keys) > 1:
+        return page(request, "error.html", 409, viewer=viewer, title="Several groups",
+                    message=f"group {group_id!r} was sent by {len(keys)} API keys ({', '.join(map(str, keys))}): "
+                            "each is its own group; add key=<key id> to choose one")
+    return keys[0] if keys else None
+
+
 @router.get("/groups/{group_id}")
 def group_page(request: Request, group_id: str, viewer: Viewer = Depends(signed_in)) -> Response:
-    group = group_view(_store(request), group_id)
+    key = _group_key(request, viewer, group_id, request.query_params.get("key") or None)
+    if isinstance(key, Response):
+        return key
+    group = group_view(_store(request), group_id, key)
     if group is None:
         return _not_found(request, viewer, f"group {group_id!r}")
     marks = [highlight(r.response, r.evidence or {}) for r in group.rows]
     return page(request, "group.html", viewer=viewer, g=group, marks=marks,
-                records_url="/ui/records?" + urlencode({"group": group_id, "sort": "oldest"}))
+                records_url="/ui/records?" + urlencode({"group": group_id, **({"key": key} if key else {}),
+                                                        "sort": "oldest"}))
 
 
 # ------------------------------------------------------------------------ export
@@ -231,9 +253,10 @@ def export(request: Request, viewer: Viewer = Depends(signed_in)) -> Response:
     except ValidationError as exc:
         return _invalid(request, viewer, exc)
     limit = request.app.state.engine.settings.ui_export_max_records
-    data, name = bundle.build(_store(request), f, limit)
-    return Response(data, media_type="application/zip",
-                    headers={"Content-Disposition": f"attachment; filename=\"{quote(name)}\""})
+    # A sync iterator: Starlette pulls it on a worker thread, page by page (bounded memory).
+    chunks, name = bundle.stream(_store(request), f, limit)
+    return StreamingResponse(chunks, media_type="application/zip",
+                             headers={"Content-Disposition": f"attachment; filename=\"{quote(name)}\""})
 
 
 @router.get("/static/{name:path}")
@@ -257,9 +280,12 @@ def label_post(request: Request, record_id: str, csrf_token: str = Form(""), lab
               "pattern": (pattern or None) if label == "exploit" else None}
     try:
         body = LabelIn.model_validate(fields)
-        add_label(_store(request), record_id, body, Caller(viewer.key_id, viewer.scopes, viewer.name))
+        add_label(_store(request), record_id, body, Caller(viewer.key_id, viewer.scopes, viewer.name),
+                  request.app.state.engine.settings.max_labels_per_record)
     except ValidationError as exc:
         return _invalid(request, viewer, exc)
+    except LabelLimit as exc:
+        return page(request, "error.html", 409, viewer=viewer, title="Refused", message=str(exc))
     except TaskNotFound:
         return _not_found(request, viewer, f"record {record_id!r}")
     return RedirectResponse(_safe_next(next) if next else f"/ui/records/{record_id}", status_code=303)

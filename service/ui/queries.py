@@ -116,20 +116,31 @@ class RecordPage:
     next_cursor: str | None
 
 
-def _cursor_value(sort: str, row: dict[str, Any]) -> str:
+def cursor_value(sort: str, row: dict[str, Any]) -> str:
     column, _ = SORTS[sort]
     return str(row["seq"]) if column is RecordRow.seq else f"{row[column.key]!r}:{row['seq']}"
 
 
-def _after(sort: str, cursor: str) -> Any:
+def after_condition(sort: str, cursor: str) -> Any:
+    """WHERE for the keyset page after `cursor` in this sort (ValueError: not such a cursor)."""
     column, descending = SORTS[sort]
     if column is RecordRow.seq:
-        seq = int(cursor)
+        seq = _seq(cursor)
         return RecordRow.seq < seq if descending else RecordRow.seq > seq
     value, seq = cursor.rsplit(":", 1)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError("the value must be a finite number")
     key = tuple_(column, RecordRow.seq)
-    bound = tuple_(float(value), int(seq))
+    bound = tuple_(number, _seq(seq))
     return key < bound if descending else key > bound
+
+
+def _seq(text: str) -> int:
+    seq = int(text)
+    if not 0 <= seq < 2**63:  # a 64-bit integer in both databases
+        raise ValueError("the position is out of range")
+    return seq
 
 
 class BadCursor(ValueError):
@@ -154,14 +165,14 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
     stmt = apply_filter(store, stmt, f)
     if after:
         try:
-            stmt = stmt.where(_after(f.sort, after))
+            stmt = stmt.where(after_condition(f.sort, after))
         except ValueError as exc:
             raise BadCursor(f"after: not a cursor of this sort ({exc})") from exc
     with store.db() as s:
         rows = [dict(r._mapping) for r in s.execute(stmt.order_by(*ordering(f.sort)).limit(limit + 1))]
     more = len(rows) > limit
     rows = rows[:limit]
-    return RecordPage(rows, _cursor_value(f.sort, rows[-1]) if more else None)
+    return RecordPage(rows, cursor_value(f.sort, rows[-1]) if more else None)
 
 
 def filter_choices() -> dict[str, list[str]]:
@@ -183,9 +194,18 @@ class GroupView:
     stored: bool = field(default=True)
 
 
-def group_view(store: AuditStore, group_id: str) -> GroupView | None:
+def group_keys(store: AuditStore, group_id: str, limit: int = 20) -> list[str | None]:
+    """The API keys that sent a group with this id (group ids live in their sender's namespace)."""
     with store.db() as s:
-        rows = list(s.scalars(select(RecordRow).where(RecordRow.group_id == group_id)
+        return list(s.scalars(select(RecordRow.caller_key_id).where(RecordRow.group_id == group_id)
+                              .distinct().limit(limit)))
+
+
+def group_view(store: AuditStore, group_id: str, key_id: str | None) -> GroupView | None:
+    """The group `group_id` sent by the key `key_id`."""
+    with store.db() as s:
+        rows = list(s.scalars(select(RecordRow).where(RecordRow.group_id == group_id,
+                                                      RecordRow.caller_key_id == key_id)
                               .order_by(RecordRow.group_index, RecordRow.seq)))
     if not rows:
         return None
@@ -276,8 +296,10 @@ def overview(store: AuditStore, f: OverviewFilter) -> dict[str, Any]:
         flags = s.execute(select(RecordRow.verifier, bucket, flag.c.value, func.count())
                           .select_from(RecordRow).join(flag, true()).where(cond)
                           .group_by(RecordRow.verifier, bucket, flag.c.value)).all()
-        zero_case = case((RecordRow.group_zero_variance.is_(True), RecordRow.group_id))
-        groups = s.execute(select(RecordRow.verifier, bucket, func.count(distinct(RecordRow.group_id)),
+        # A group is (sender's key, group id): the same id from two keys is two groups.
+        group = func.coalesce(RecordRow.caller_key_id, "") + ":" + RecordRow.group_id
+        zero_case = case((RecordRow.group_zero_variance.is_(True), group))
+        groups = s.execute(select(RecordRow.verifier, bucket, func.count(distinct(group)),
                                   func.count(distinct(zero_case)))
                            .where(cond, RecordRow.group_zero_variance.is_not(None))
                            .group_by(RecordRow.verifier, bucket)).all()

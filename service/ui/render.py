@@ -12,6 +12,8 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from service.validation import printable
+
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=StrictUndefined,
@@ -43,8 +45,10 @@ _env.filters.update(short=_short, time=_time, num=_num, pct=_pct, pretty=_pretty
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     html = _env.get_template(template).render(request_path=request.url.path, **context)
-    return HTMLResponse(html, status_code=status)
+    return HTMLResponse(printable(html), status_code=status)
 
 
 def render_text(template: str, **context: Any) -> str:
-    return _env.get_template(template).render(**context)
+    """Rendered text that can always be encoded: a lone surrogate stored before the service
+    refused them shows as its `\\udXXX` escape instead of failing the page."""
+    return printable(_env.get_template(template).render(**context))
