@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     # Audit viewer (/ui/): how long a sign-in lasts, and how many records one export bundle may hold.
     ui_session_hours: float = Field(12.0, gt=0)
     ui_export_max_records: int = Field(20_000, ge=1)
+    # The per-deployment secret of keyed fingerprints (service/fingerprints.py): made at first
+    # start; by default `fingerprint.key` beside the SQLite database, else var/fingerprint.key.
+    fingerprint_key_file: Path | None = None
 
     @property
     def verifier_services(self) -> dict[str, str]:

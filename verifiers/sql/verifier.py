@@ -21,6 +21,7 @@ from verifiers.registry import register
 from verifiers.sql.compare import Comparison, Row, Tolerance, compare_results, multiset_difference, show_value
 from verifiers.sql.detectors import sql_flags
 from verifiers.sql.execution import Backend, Execution, Statement, StatementResult, TableDiff
+from verifiers.sql.feedback import HIDDEN_FLAGS, sql_feedback
 from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by
 from verifiers.sql.sqlite_backend import POOL, PRELOAD, SqliteBackend
 from verifiers.sql.task import SqlTask
@@ -96,6 +97,8 @@ class SqlVerifier(Verifier):
         "explicit rows or row predicates; SQLite runs sandboxed, Postgres under a read-only role."
     )
     task_model = SqlTask
+    feedback = staticmethod(sql_feedback)  # type: ignore[assignment]
+    hidden_flags = HIDDEN_FLAGS
     judges_groups = True
 
     def __init__(self) -> None:
