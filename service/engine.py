@@ -160,13 +160,12 @@ class Engine:
         raw = reg.task
         if reg.hide:
             # Hidden on registration: the names join the task's own `hide`, checked like it.
+            try:
+                verifier.task_model._known_hidden(reg.hide)
+            except ValueError as exc:
+                raise TaskInvalid(f"hide: {exc}", field="hide") from None
             raw = {**raw, "hide": sorted({*(raw.get("hide") or []), *reg.hide})}
-        try:
-            task = verifier.parse_task(raw)
-        except TaskInvalid as exc:
-            if reg.hide and exc.field == "task.hide":
-                raise TaskInvalid(str(exc).replace("task.hide", "hide", 1), field="hide") from None
-            raise
+        task = verifier.parse_task(raw)
         task_hash = self.fingerprints.task_hash(task)
         created = self.store.register_task(reg.task_id, verifier.name, task_hash, task.model_dump(mode="json"))
         return RegisteredTask(task_id=reg.task_id, verifier=verifier.name, task_hash=task_hash,

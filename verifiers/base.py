@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandboxes.base import Sandbox
 
@@ -113,13 +113,14 @@ class TaskBase(BaseModel):
     hide: list[str] = Field(default_factory=list, max_length=64,
                             description="Further fields to treat as hidden, beyond the verifier's own.")
 
-    @model_validator(mode="after")
-    def _known_hidden(self) -> TaskBase:
-        names = {alias for name, info in type(self).model_fields.items() for alias in (name, info.alias) if alias}
-        unknown = sorted(set(self.hide) - names)
+    @field_validator("hide")
+    @classmethod
+    def _known_hidden(cls, hide: list[str]) -> list[str]:
+        names = {alias for name, info in cls.model_fields.items() for alias in (name, info.alias) if alias}
+        unknown = sorted(set(hide) - names)
         if unknown:
-            raise ValueError(f"hide names fields this task does not have: {unknown}")
-        return self
+            raise ValueError(f"names fields this task does not have: {unknown}")
+        return hide
 
     def hidden(self) -> frozenset[str]:
         """The hidden fields of this task, by their keys in `model_dump(mode="json")`."""
