@@ -175,16 +175,18 @@ def test_postgres_errors_quoting_values_are_masked(tmp_path: Path):
     try:
         r = Reader(server)
         register(r, "leak/pg", "sql", {**SQL_TASK, "dialect": "postgres"})
+        audited: list[str] = []
         for statement in ("SELECT CAST(name AS INTEGER) FROM emp", "SELECT code::int FROM emp",
-                          "SELECT make_date(salary, 1, 1) FROM emp", "SELECT name::regclass FROM emp"):
+                          "SELECT make_date(salary, 13, 1) FROM emp", "SELECT name::regclass FROM emp"):
             response = f"```sql\n{statement}\n```"
             result = attack(r, "sql", "leak/pg", response, SQL_MARKERS, [LOW_INT, LOW_WORD, LOW_WORD2],
                             [SQL_TASK["instances"]])
             assert result["verdict"] in ("incorrect", "error") or result["reward"] == 0.0
             if result["feedback"].get("instances"):
                 assert result["feedback"]["instances"][0].get("failure"), result["feedback"]
-            assert SQL_MARKER in json.dumps(audit_record(r, result["record_id"])["evidence"]) or \
-                statement.startswith("SELECT make_date")
+            audited.append(json.dumps(audit_record(r, result["record_id"])["evidence"]))
+        # The auditor reads the database's own messages, values included.
+        assert SQL_MARKER in " ".join(audited) and f'\\"{LOW_WORD}\\"' in " ".join(audited)
         honest = attack(r, "sql", "leak/pg", "```sql\nSELECT name FROM emp WHERE salary > 100\n```", SQL_MARKERS,
                         [], [])
         assert honest["reward"] == 1.0
