@@ -44,7 +44,7 @@ from service.schemas import (
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
 from verifiers import registry
 from verifiers.base import Outcome, TaskBase, TaskInvalid, UnknownVerifier, Verdict, Verifier, sha256_text
-from verifiers.feedback import HiddenText
+from verifiers.feedback import HiddenText, infrastructure
 from verifiers.inspection import Generation, apply_policies, is_masked
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,8 @@ class Resolved:
         """The family's feedback, with any hidden word the response did not state masked."""
         if self._hidden_text is None:
             self._hidden_text = HiddenText.of(self.task)
-        return self._hidden_text.scrub(self.verifier.feedback(self.task, outcome, response), response)
+        shown = {**self.verifier.feedback(self.task, outcome, response), **infrastructure(outcome)}
+        return self._hidden_text.scrub(shown, response)
 
 
 def generation_of(response: ResponseIn) -> Generation:

@@ -13,19 +13,20 @@ neither in its public fields nor in the response itself.
 from __future__ import annotations
 
 import builtins
+import functools
 import keyword
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.base import TaskBase
+from verifiers.base import Outcome, TaskBase, Verdict
 
 MASK = "…"
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 # Numbers and quoted text in a message from a database or interpreter: they may quote the
 # data the statement tripped on (a cast, a duplicate key), hidden or computed from hidden.
-_LITERAL = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_LITERAL = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?<![A-Za-z0-9_.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # Words of the languages' own vocabulary: they say nothing about a task's hidden data.
 _SQL_VOCABULARY = (
     "select from where and or not null is in as on join left right inner outer cross full group by order "
@@ -54,6 +55,7 @@ def words(value: Any) -> Iterable[str]:
             yield from words(item)
 
 
+@functools.lru_cache(maxsize=64)
 def _schema_words(model: type[TaskBase]) -> frozenset[str]:
     """Field names of the task model and its nested models: the shape, not the content."""
     found: set[str] = set()
@@ -118,6 +120,11 @@ def _map_strings(value: Any, fn: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_map_strings(v, fn) for v in value]
     return value
+
+
+def infrastructure(outcome: Outcome) -> dict[str, Any]:
+    """For verdict `error`: which part failed, in the service's own words (never a job's text)."""
+    return pick(outcome.evidence, "error", "error_cause", "message") if outcome.verdict == Verdict.error else {}
 
 
 def pick(evidence: dict[str, Any], *keys: str) -> dict[str, Any]:

@@ -9,13 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from verifiers.base import Outcome, TaskBase
-from verifiers.feedback import pick
+from verifiers.feedback import mask_literals, pick
 
 
 def tool_state_feedback(task: TaskBase, outcome: Outcome, response: str) -> dict[str, Any]:
     evidence = outcome.evidence
     refused = [pick(e, "index", "tool", "kind", "message")
                for e in [*(evidence.get("violations") or []), *(evidence.get("call_errors") or [])]]
+    if "initial_state" in task.hidden():
+        # A tool's message may quote the state (a balance), here computed from hidden data.
+        refused = [{**e, "message": mask_literals(str(e.get("message", "")), response)} for e in refused]
     out: dict[str, Any] = {"verdict": outcome.verdict.value, **pick(evidence, "calls", "format_errors")}
     out["refused_calls"] = sorted(refused, key=lambda e: (e.get("index") is None, e.get("index") or 0))
     return out
