@@ -134,6 +134,8 @@ SQL_ATTACKS = [
     "SELECT a.name, b.code FROM emp a CROSS JOIN emp b",
     "SELECT CAST(name AS INTEGER) + salary FROM emp",
     "SELECT json(name) FROM emp",
+    "SELECT json_extract('{}', name) FROM emp",
+    "SELECT json_extract('{}', code) FROM emp ORDER BY salary",
     "SELECT name FROM emp WHERE salary < 10",
     "SELECT group_concat(code) FROM emp",
     "SELECT nosuchcolumn FROM emp",
@@ -244,7 +246,9 @@ def test_code_io_attacks_get_counts_only(reader: Reader, name: str):
     assert feedback["visible_total"] == 1
     if name == "echo_input":
         assert "shown 1" in json.dumps(feedback["visible_failures"])
-        assert CODE_OUT_MARKER in json.dumps(audit_record(reader, result["record_id"])["evidence"])
+        # The auditor sees every test the response ran, hidden ones included (by index).
+        audited = audit_record(reader, result["record_id"])["evidence"]["tests"]
+        assert [t["name"] for t in audited if t["hidden"]] == ["case[0]", "case[1]"]
 
 
 def test_code_io_honest_answer_after_attacks(reader: Reader):
@@ -265,7 +269,11 @@ def test_code_assert_attacks_get_counts_only(reader: Reader, name: str):
     assert result["reward"] == 0.0
     assert result["feedback"]["hidden_passed"] == 0 and result["feedback"]["visible_passed"] == 1
     if name == "exception_carrying_argument":
-        assert CODE_MARKER in json.dumps(audit_record(reader, result["record_id"])["evidence"])
+        # The auditor sees the hidden test's failure kind, which the feedback leaves out (a
+        # hidden test's own text never leaves the grader: docs/code_verifier.md).
+        audited = audit_record(reader, result["record_id"])["evidence"]["tests"]
+        assert audited[-1]["hidden"] and audited[-1]["type"] == "Exception"
+        assert "type" not in json.dumps(result["feedback"])
 
 
 def test_code_visible_failure_and_load_error_are_shown(reader: Reader):

@@ -216,9 +216,12 @@ def _failure_detail(outcome: dict[str, Any], hidden: bool) -> dict[str, Any]:
     detail: dict[str, Any] = {"type": str(outcome.get("type"))[:TYPE_CHARS]}
     if outcome.get("line") is not None:
         detail["line"] = outcome.get("line")
-    # Evidence is the audit view: a hidden test's message is kept here (it may quote expected
-    # values or hidden inputs) and left out of what a policy sees (verifiers/code/feedback.py).
-    detail["message"] = str(outcome.get("message", ""))[:MESSAGE_CHARS]
+    # A hidden test's own assertion message may quote expected values, and a candidate's
+    # message may echo hidden inputs: both are withheld, only the type and line are shown.
+    if not hidden:
+        detail["message"] = str(outcome.get("message", ""))[:MESSAGE_CHARS]
+    else:
+        detail["message"] = "(withheld: hidden test)"
     return detail
 
 
@@ -339,6 +342,6 @@ def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case:
         return run
     run.status = "fail"
     run.detail = {"type": "WrongAnswer", "first_different_line": first_difference(got, case.stdout)}
-    # Audit evidence; a hidden case's output stays out of the feedback (verifiers/code/feedback.py).
-    run.detail.update(expected=case.stdout[:300], got=got[:300])
+    if not hidden:  # a visible case may be shown, expected output included
+        run.detail.update(expected=case.stdout[:300], got=got[:300])
     return run

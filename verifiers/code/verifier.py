@@ -141,9 +141,11 @@ class CodeVerifier(Verifier):
         }
         if violations:
             evidence["violations"] = violations
-        if failing is not None and failing.stderr:
-            # Audit evidence, even when the candidate held hidden inputs (feedback.py decides).
-            evidence["stderr"] = clip(failing.stderr[-STDERR_TAIL_BYTES:], STDERR_EXCERPT)
+        if failing is not None:
+            if failing.stderr_safe:
+                evidence["stderr"] = clip(failing.stderr[-STDERR_TAIL_BYTES:], STDERR_EXCERPT)
+            elif failing.stderr:
+                evidence["stderr"] = "(withheld: the candidate had hidden inputs and could echo them)"
         usage = {
             "tests_run": len(runs),
             "wall_s": round(sum(run.wall_s for run in runs), 4),
