@@ -169,6 +169,9 @@ class Engine:
         task = verifier.parse_task(raw)
         task_hash = self.fingerprints.task_hash(task)
         created = self.store.register_task(reg.task_id, verifier.name, task_hash, task.model_dump(mode="json"))
+        if not created:  # the id's own hash: a task registered before keyed fingerprints keeps its plain one
+            found = self.store.registered_task(reg.task_id)
+            task_hash = found[0].task_hash if found is not None else task_hash
         return RegisteredTask(task_id=reg.task_id, verifier=verifier.name, task_hash=task_hash,
                               created=created, task=self.fingerprints.public_view(task))
 

@@ -429,3 +429,27 @@ def test_task_hashes_are_keyed_and_stable(reader: Reader):
     assert result.json()["record_id"] in [r["id"] for r in by_hash]
     assert {r["task_hash"] for r in by_hash} == {shown["task_hash"]}
     assert replayed.status_code == 200 and replayed.json()["same_verdict"]
+
+
+def test_tasks_registered_before_keyed_fingerprints_keep_working(reader: Reader):
+    """A task registered under its plain SHA-256 (before this change): registering the same
+    content again is no conflict, and its records, filters and replay keep the old hash."""
+    from service.store import AuditStore
+
+    task = get("math").parse_task({"answer": "12"})
+    plain = task.task_hash()
+    task_id = f"leak/old/{reader.server.port}"
+    store = AuditStore(reader.server.db_url)
+    try:
+        assert store.register_task(task_id, "math", plain, task.model_dump(mode="json"))
+    finally:
+        store.engine.dispose()
+    again = register(reader, task_id, "math", {"answer": "12"})
+    assert again["created"] is False and again["task_hash"] == plain
+    with reader.client(reader.reward) as c:
+        result = c.post("/v1/verify", json={"verifier": "math", "task_id": task_id, "response": "\\boxed{12}"})
+    assert result.json()["reward"] == 1.0 and result.json()["task_hash"] == plain
+    with reader.client(reader.audit) as c:
+        listed = c.get("/v1/records", params={"task_hash": plain}).json()["records"]
+        replayed = c.post(f"/v1/records/{result.json()['record_id']}/replay").json()
+    assert [r["id"] for r in listed] == [result.json()["record_id"]] and replayed["same_verdict"]
