@@ -34,6 +34,7 @@ from service.schemas import TaskRegistration
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
 from service.ui import install as install_viewer
 from service.validation import RequestLimits, printable
+from service.views import EvidenceForbidden
 from verifiers import registry
 from verifiers.base import TaskInvalid, UnknownVerifier, VerifyContext
 
@@ -152,7 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     handlers: list[tuple[type[Exception], int]] = [
         (TaskInvalid, 422), (RequestInvalid, 422), (UnknownVerifier, 422), (TaskNotFound, 404),
         (TaskConflict, 409), (RequestIdConflict, 409), (IdempotencyConflict, 422), (LabelLimit, 409),
-        (TooBigToFit, 422),
+        (TooBigToFit, 422), (EvidenceForbidden, 403),
     ]
     for exc_type, status in handlers:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import sys
 from typing import Any
 
@@ -127,13 +128,16 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 
     from sandboxes.base import SandboxBusy, SandboxUnavailable
     from service.engine import Engine, Resolved, generation_of
+    from service.fingerprints import Fingerprints
     from service.metrics import Metrics
     from service.schemas import VerifyRequest
     from verifiers.base import TaskInvalid, UnknownVerifier
     from verifiers.inspection import apply_policies
 
     sandbox = build_sandbox(settings)
-    engine = Engine(settings, store=None, sandbox=sandbox, metrics=Metrics())  # type: ignore[arg-type]
+    # No records and no task ids here: nothing this prints is named by a deployment's fingerprint.
+    engine = Engine(settings, store=None, sandbox=sandbox, metrics=Metrics(),  # type: ignore[arg-type]
+                    fingerprints=Fingerprints(secrets.token_bytes(32)))
     status = 0
     try:
         for number, item in enumerate(_read_items(args.input), start=1):
@@ -152,7 +156,8 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
                 "verifier": resolved.verifier.name, "verifier_version": resolved.verifier.version,
                 "reward": outcome.reward(resolved.task), "verdict": outcome.verdict.value,
                 "components": {c.name: {"value": c.value, "hard": c.hard} for c in outcome.components},
-                "evidence": outcome.evidence, "flags": list(outcome.flag_map()),
+                "evidence": outcome.evidence, "feedback": resolved.feedback(outcome, generation.text),
+                "flags": list(outcome.flag_map()),
                 "flag_evidence": outcome.flag_map(), "duration_ms": round(judged.duration_ms, 3),
             }))
     finally:

@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     # instead of on the API's port; unset = /metrics on the API's port, as before.
     metrics_port: int | None = Field(None, ge=1, le=65535)
     metrics_host: str = "0.0.0.0"
+    # The per-deployment secret of keyed fingerprints (service/fingerprints.py): made at first
+    # start; by default `fingerprint.key` beside the SQLite database, else var/fingerprint.key.
+    fingerprint_key_file: Path | None = None
 
     @property
     def verifier_services(self) -> dict[str, str]:

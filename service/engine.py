@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 import anyio
 
 from sandboxes.base import Sandbox
+from service import views
 from service.advantages import group_advantages
 from service.auth import Caller
 from service.config import Settings
 from service.executors import Executor, JudgeJob, LocalExecutor
+from service.fingerprints import Fingerprints, create_fingerprints
 from service.judging import Judged
 from service.logs import log_verification
 from service.metrics import Metrics
@@ -41,7 +43,8 @@ from service.schemas import (
 )
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
 from verifiers import registry
-from verifiers.base import TaskBase, TaskInvalid, UnknownVerifier, Verdict, Verifier, sha256_text
+from verifiers.base import Outcome, TaskBase, TaskInvalid, UnknownVerifier, Verdict, Verifier, sha256_text
+from verifiers.feedback import HiddenText, infrastructure
 from verifiers.inspection import Generation, apply_policies, is_masked
 
 log = logging.getLogger(__name__)
@@ -97,11 +100,16 @@ class Resolved:
     task_id: str | None
     task_hash: str
     raw: dict[str, Any]
+    # The public view (keyed fingerprints for hidden fields), computed once per task, not per record.
     public: dict[str, Any] = field(default_factory=dict)
+    _hidden_text: HiddenText | None = field(default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        # Computed once per task, not once per record.
-        self.public = self.task.public_view()
+    def feedback(self, outcome: Outcome, response: str) -> dict[str, Any]:
+        """The family's feedback, with any hidden word the response did not state masked."""
+        if self._hidden_text is None:
+            self._hidden_text = HiddenText.of(self.task)
+        shown = {**self.verifier.feedback(self.task, outcome, response), **infrastructure(outcome)}
+        return self._hidden_text.scrub(shown, response)
 
 
 def generation_of(response: ResponseIn) -> Generation:
@@ -116,8 +124,9 @@ def request_hash(payload: Any) -> str:
 
 class Engine:
     def __init__(self, settings: Settings, store: AuditStore, sandbox: Sandbox | None, metrics: Metrics,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None, fingerprints: Fingerprints | None = None) -> None:
         self.settings = settings
+        self.fingerprints = fingerprints or create_fingerprints(settings)
         self.store = store
         self.sandbox = sandbox
         self.metrics = metrics
@@ -140,18 +149,31 @@ class Engine:
             if row.verifier != verifier.name:
                 raise RequestInvalid(f"verifier: task {ref.task_id!r} belongs to verifier {row.verifier!r}")
             task = verifier.parse_task(blob.task)
-            return Resolved(verifier, task, ref.task_id, row.task_hash, blob.task)
+            return Resolved(verifier, task, ref.task_id, row.task_hash, blob.task, self.fingerprints.public_view(task))
         assert ref.task is not None
         task = verifier.parse_task(ref.task)
         raw = task.model_dump(mode="json")
-        return Resolved(verifier, task, None, task.task_hash(), raw)
+        return Resolved(verifier, task, None, self.fingerprints.task_hash(task), raw,
+                        self.fingerprints.public_view(task))
 
     def register_task(self, reg: TaskRegistration) -> RegisteredTask:
         verifier = registry.get(reg.verifier)
-        task = verifier.parse_task(reg.task)
-        created = self.store.register_task(reg.task_id, verifier.name, task.task_hash(), task.model_dump(mode="json"))
-        return RegisteredTask(task_id=reg.task_id, verifier=verifier.name, task_hash=task.task_hash(),
-                              created=created, task=task.public_view())
+        raw = reg.task
+        if reg.hide:
+            # Hidden on registration: the names join the task's own `hide`, checked like it.
+            try:
+                verifier.task_model._known_hidden(reg.hide)
+            except ValueError as exc:
+                raise TaskInvalid(f"hide: {exc}", field="hide") from None
+            raw = {**raw, "hide": sorted({*(raw.get("hide") or []), *reg.hide})}
+        task = verifier.parse_task(raw)
+        task_hash = self.fingerprints.task_hash(task)
+        created = self.store.register_task(reg.task_id, verifier.name, task_hash, task.model_dump(mode="json"))
+        if not created:  # the id's own hash: a task registered before keyed fingerprints keeps its plain one
+            found = self.store.registered_task(reg.task_id)
+            task_hash = found[0].task_hash if found is not None else task_hash
+        return RegisteredTask(task_id=reg.task_id, verifier=verifier.name, task_hash=task_hash,
+                              created=created, task=self.fingerprints.public_view(task))
 
     def registered(self, task_id: str) -> RegisteredTask:
         found = self.store.registered_task(task_id)
@@ -160,7 +182,7 @@ class Engine:
         row, blob = found
         task = registry.get(row.verifier).parse_task(blob.task)
         return RegisteredTask(task_id=task_id, verifier=row.verifier, task_hash=row.task_hash, created=False,
-                              task=task.public_view())
+                              task=self.fingerprints.public_view(task))
 
     # ------------------------------------------------------------- admission
 
@@ -188,8 +210,9 @@ class Engine:
 
     @staticmethod
     def job(resolved: Resolved, responses: list[str]) -> JudgeJob:
-        return JudgeJob(resolved.verifier, resolved.task, resolved.raw, responses,
-                        reveal_hidden=resolved.task_id is None)
+        # Evidence is the full audit view for every task: what a caller is shown of it is
+        # chosen in service/views.py, from the feedback.
+        return JudgeJob(resolved.verifier, resolved.task, resolved.raw, responses, reveal_hidden=True)
 
     def judge(self, resolved: Resolved, responses: list[str]) -> list[Judged]:
         """Blocking, in this process's sandbox (the CLI's local verify)."""
@@ -225,6 +248,7 @@ class Engine:
             reward=reward,
             verdict=outcome.verdict.value,
             evidence=outcome.evidence,
+            feedback=resolved.feedback(outcome, response),
             flags=list(flags),
             flag_evidence=flags,
             sandbox_backend=self.executor.backend,
@@ -243,14 +267,17 @@ class Engine:
         return row
 
     @staticmethod
-    def result_of(row: RecordRow) -> VerifyResult:
-        return VerifyResult(
+    def result_of(row: RecordRow, view: views.View = "full") -> VerifyResult:
+        """A record as a result, in the view chosen for the caller (service/views.py)."""
+        result = VerifyResult(
             record_id=row.id, verifier=row.verifier, verifier_version=row.verifier_version, reward=row.reward,
             verdict=row.verdict, components={k: ComponentOut(**v) for k, v in row.components.items()},
-            evidence=row.evidence, flags=row.flags, duration_ms=row.duration_ms, task_id=row.task_id,
-            task_hash=row.task_hash, request_id=row.request_id, flag_evidence=row.flag_evidence or {},
-            tokens=row.tokens, finish_reason=row.finish_reason, masked=bool(row.masked),
+            evidence=row.evidence, feedback=row.feedback or {}, flags=row.flags, duration_ms=row.duration_ms,
+            task_id=row.task_id, task_hash=row.task_hash, request_id=row.request_id,
+            flag_evidence=row.flag_evidence or {}, tokens=row.tokens, finish_reason=row.finish_reason,
+            masked=bool(row.masked),
         )
+        return views.shown(result, view, registry.get(row.verifier).hidden_flags)
 
     def _blob(self, resolved: Resolved) -> TaskBlobRow:
         return TaskBlobRow(task_hash=resolved.task_hash, verifier=resolved.verifier.name, task=resolved.raw)
@@ -270,10 +297,11 @@ class Engine:
         generation = generation_of(req.response)
         self._check_responses([generation], "response")
         resolved = await anyio.to_thread.run_sync(self.resolve, req)
+        view = views.choose(caller, resolved.task_id is not None, req.evidence)
         if req.request_id is not None:
             existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id, req.request_id)
             if existing is not None:
-                return self._logged(existing, resolved, generation.text)
+                return self._logged(existing, resolved, generation.text, view)
         self._admit(1)
         try:
             judged = (await self._judge_async(resolved, [generation.text]))[0]
@@ -289,22 +317,23 @@ class Engine:
                 existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id,
                                                           req.request_id)
                 if existing is not None:  # a concurrent retry logged it first
-                    return self._logged(existing, resolved, generation.text)
+                    return self._logged(existing, resolved, generation.text, view)
             raise
-        return self.result_of(row)
+        return self.result_of(row, view)
 
-    def _logged(self, row: RecordRow, resolved: Resolved, response: str) -> VerifyResult:
+    def _logged(self, row: RecordRow, resolved: Resolved, response: str, view: views.View) -> VerifyResult:
         """The logged result of a repeated request_id, if the request is the same one."""
         differs = [name for name, same in (
             ("verifier", row.verifier == resolved.verifier.name),
             ("task_id", row.task_id == resolved.task_id),
-            ("task", row.task_hash == resolved.task_hash),
+            # Records written before keyed fingerprints name the task by its plain hash.
+            ("task", row.task_hash in (resolved.task_hash, resolved.task.task_hash())),
             ("response", row.response_hash == sha256_text(response)),
         ) if not same]
         if differs:
             raise RequestIdConflict(f"request_id: {row.request_id!r} was already used for a different request "
                                     f"(record {row.id}: different {', '.join(differs)})")
-        return self.result_of(row)
+        return self.result_of(row, view)
 
     # ------------------------------------------------------------------ groups
 
@@ -322,6 +351,8 @@ class Engine:
             if stored is not None:
                 return GroupsResponse.model_validate(stored)
         resolved = await anyio.to_thread.run_sync(self._resolve_groups, req)
+        shown = [views.choose(caller, r.task_id is not None, g.evidence, f"groups[{i}].evidence")
+                 for i, (r, g) in enumerate(zip(resolved, req.groups, strict=True))]
         judged = await self._judge_groups(req, resolved, generations)
         rows: list[RecordRow] = []
         out: list[GroupResult] = []
@@ -331,7 +362,7 @@ class Engine:
                 out.append(self._failed_group(group, index, verdicts))
                 continue
             group_rows, result = self._group_result(req, group, res, generations[index], verdicts, caller,
-                                                    (submission_id, len(rows)), eval_id)
+                                                    (submission_id, len(rows)), eval_id, shown[index])
             rows += group_rows
             out.append(result)
         response = GroupsResponse(groups=out)
@@ -393,7 +424,7 @@ class Engine:
 
     def _group_result(self, req: GroupsRequest, group: GroupSpec, resolved: Resolved, generations: list[Generation],
                       judged: list[Judged], caller: Caller, submission: tuple[str, int],
-                      eval_id: str | None) -> tuple[list[RecordRow], GroupResult]:
+                      eval_id: str | None, view: views.View = "full") -> tuple[list[RecordRow], GroupResult]:
         """`submission`: the request's submission id and the index of this group's first response in it.
         Responses whose verdict is `error`, or masked by the truncation policy, are left out of the
         group statistics."""
@@ -410,7 +441,7 @@ class Engine:
             row.group_zero_variance = stats.zero_variance
         if stats.zero_variance:
             self.metrics.inc("assay_zero_variance_groups_total", verifier=resolved.verifier.name)
-        return rows, GroupResult(group_id=group_id, results=[self.result_of(r) for r in rows], rewards=rewards,
+        return rows, GroupResult(group_id=group_id, results=[self.result_of(r, view) for r in rows], rewards=rewards,
                                  advantages=stats.advantages, mean=stats.mean, std=stats.std,
                                  zero_variance=stats.zero_variance,
                                  errors=sum(r.verdict == Verdict.error.value for r in rows),
@@ -454,7 +485,7 @@ class Engine:
             raise TaskNotFound(f"task content for record {record_id!r} is missing")
         verifier = registry.get(row.verifier)
         task = verifier.parse_task(blob.task)
-        resolved = Resolved(verifier, task, row.task_id, row.task_hash, blob.task)
+        resolved = Resolved(verifier, task, row.task_id, row.task_hash, blob.task, row.task_public)
         try:
             judged = (await self._judge_async(resolved, [row.response]))[0]
         except TaskInvalid as exc:

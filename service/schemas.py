@@ -65,7 +65,14 @@ class GenerationIn(_Strict):
 ResponseIn = str | GenerationIn
 
 
+EVIDENCE_VIEW = Field(
+    None, description='`"feedback"`: evidence is the policy-safe feedback only; `"full"`: the full audit evidence '
+                      "(for a registered task only with a key holding `audit`). Default: full for an inline task, "
+                      "feedback for a registered one.")
+
+
 class VerifyRequest(TaskRef):
+    evidence: Literal["full", "feedback"] | None = EVIDENCE_VIEW
     response: ResponseIn = Field(description="The model output to judge (a string or {text, tokens, finish_reason}).")
     request_id: str | None = Field(
         None, max_length=200,
@@ -86,6 +93,9 @@ class VerifyResult(BaseModel):
     verdict: Verdict
     components: dict[str, ComponentOut]
     evidence: dict[str, Any]
+    feedback: dict[str, Any] = Field(
+        default_factory=dict, description="What a policy may be shown: the response's own errors, visible-test "
+                                          "results, counts, the format problem; never a hidden value.")
     flags: list[str] = []
     flag_evidence: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per flag: what the detector saw.")
@@ -105,6 +115,7 @@ class AdvantageOptions(_Strict):
 
 
 class GroupSpec(TaskRef):
+    evidence: Literal["full", "feedback"] | None = EVIDENCE_VIEW
     responses: list[ResponseIn] = Field(min_length=1)
     group_id: str | None = Field(None, max_length=64, description="Optional caller id for the group.")
 
@@ -156,6 +167,8 @@ class TaskRegistration(_Strict):
     task_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/-]+$")
     verifier: str = Field(json_schema_extra=_known_verifiers)
     task: dict[str, Any]
+    hide: list[str] = Field(default_factory=list, max_length=64,
+                            description='Further task fields to hide, beyond the verifier\'s own (e.g. ["answer"]).')
 
 
 class RegisteredTask(BaseModel):
@@ -163,7 +176,7 @@ class RegisteredTask(BaseModel):
     verifier: str
     task_hash: str
     created: bool
-    task: dict[str, Any] = Field(description="The public view: hidden fields replaced by their hashes.")
+    task: dict[str, Any] = Field(description="The public view: hidden fields replaced by keyed fingerprints.")
 
 
 class RecordOut(BaseModel):
@@ -183,6 +196,7 @@ class RecordOut(BaseModel):
     reward: float
     verdict: Verdict
     evidence: dict[str, Any]
+    feedback: dict[str, Any] | None = None
     flags: list[str]
     flag_evidence: dict[str, dict[str, Any]] = {}
     sandbox_backend: str
@@ -203,7 +217,8 @@ def record_out(row: RecordRow) -> RecordOut:
         caller_key_id=row.caller_key_id, task_id=row.task_id, task_hash=row.task_hash, task=row.task_public,
         verifier=row.verifier, verifier_version=row.verifier_version, response_hash=row.response_hash,
         response=row.response, components=row.components, reward=row.reward, verdict=row.verdict,
-        evidence=row.evidence, flags=row.flags or [], sandbox_backend=row.sandbox_backend, usage=row.usage,
+        evidence=row.evidence, feedback=row.feedback, flags=row.flags or [], sandbox_backend=row.sandbox_backend,
+        usage=row.usage,
         duration_ms=row.duration_ms, group_id=row.group_id, group_index=row.group_index,
         flag_evidence=row.flag_evidence or {}, tokens=row.tokens, finish_reason=row.finish_reason,
         masked=bool(row.masked), eval_id=row.eval_id,

@@ -110,6 +110,8 @@ class RecordRow(Base):
     finish_reason: Mapped[str | None] = mapped_column(String(32))
     masked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     eval_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    # What a policy may be shown (issue 20); `evidence` stays the full audit view.
+    feedback: Mapped[dict | None] = mapped_column(JSON)
 
 
 class LabelRow(Base):
@@ -342,9 +344,14 @@ class AuditStore:
         with self.db() as s:
             existing = s.get(RegisteredTaskRow, task_id)
         assert existing is not None
-        if existing.task_hash != task_hash or existing.verifier != verifier:
+        if existing.verifier != verifier or (existing.task_hash != task_hash and not self._same_task(existing, task)):
             raise TaskConflict(f"task_id {task_id!r} is already registered with different content")
         return False
+
+    def _same_task(self, existing: RegisteredTaskRow, task: dict[str, Any]) -> bool:
+        """A task registered under another fingerprint (before keyed fingerprints) with the same content."""
+        blob = self.task_blob(existing.task_hash)
+        return blob is not None and blob.task == task
 
     def registered_task(self, task_id: str) -> tuple[RegisteredTaskRow, TaskBlobRow] | None:
         with self.db() as s:

@@ -86,7 +86,7 @@ def test_hidden_tests_cannot_be_obtained_through_any_endpoint(client, live_serve
         assert created.status_code in (200, 201), created.text
         public = created.json()["task"]
         hidden_key = "tests" if "tests" in task else "io_cases"
-        assert set(public[hidden_key]) == {"sha256"}
+        assert set(public[hidden_key]) == {"hmac_sha256"}
         # Same id, different hidden content: a conflict whose message must not quote either.
         changed = json.loads(json.dumps(task).replace("QZX-hidden", "QZX-changed"))
         conflict = call("POST", "/v1/tasks", json={"task_id": task_id, "verifier": "code", "task": changed})
@@ -101,7 +101,10 @@ def test_hidden_tests_cannot_be_obtained_through_any_endpoint(client, live_serve
         outcomes[name] = result.json()
     assert outcomes["honest"]["reward"] == 1.0
     assert outcomes["wrong"]["reward"] == 0.0 and outcomes["echo"]["reward"] == 0.0
-    failed = outcomes["wrong"]["evidence"]["tests"][-1]
+    # A reward key gets the feedback: how many hidden tests passed, nothing of the test itself.
+    assert outcomes["wrong"]["evidence"] == outcomes["wrong"]["feedback"]
+    assert (outcomes["wrong"]["feedback"]["hidden_passed"], outcomes["wrong"]["feedback"]["hidden_total"]) == (0, 1)
+    failed = call("GET", f"/v1/records/{outcomes['wrong']['record_id']}").json()["evidence"]["tests"][-1]
     assert failed["type"] == "AssertionError" and "withheld" in failed["message"]
 
     io = call("POST", "/v1/verify", json={"verifier": "code", "task_id": "code-http/io-1", "response": ECHO_IO})

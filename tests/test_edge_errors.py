@@ -164,11 +164,12 @@ def test_sql_database_errors_on_hidden_instances_are_withheld(client: httpx.Clie
     assert client.post("/v1/tasks", json={"task_id": task_id, "verifier": "sql", "task": SQL_TASK}).status_code == 201
     hidden = client.post("/v1/verify", json={"verifier": "sql", "task_id": task_id, "response": LEAKY_SQL})
     assert hidden.status_code == 200 and hidden.json()["verdict"] == "incorrect"
+    # A reward key gets the feedback: the failure, with the values the database quoted masked.
     entry = hidden.json()["evidence"]["instances"][0]
-    assert entry["ok"] is False and "withheld" in entry["error"]
+    assert entry["failure"] and "error" in entry and ROW_MARKER not in hidden.text
+    # An audit key reads the full evidence, the database's own message included.
     record = client.get(f"/v1/records/{hidden.json()['record_id']}")
-    for text in (hidden.text, record.text):
-        assert ROW_MARKER not in text
+    assert ROW_MARKER in record.json()["evidence"]["instances"][0]["error"]
     # The same task inline: the caller holds the data, and the database's message helps.
     inline = client.post("/v1/verify", json={"verifier": "sql", "task": SQL_TASK, "response": LEAKY_SQL})
     assert ROW_MARKER in inline.json()["evidence"]["instances"][0]["error"]

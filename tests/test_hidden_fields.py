@@ -1,5 +1,6 @@
-"""Registered tasks keep their hidden fields hidden: no read endpoint, result or record
-returns them in clear (inline tasks came from the caller, who holds them already)."""
+"""Registered tasks keep their hidden fields hidden: no read endpoint or result returns them
+in clear; records keep the full evidence for `audit` keys (inline tasks came from the caller,
+who holds them already). The leak battery is tests/test_leak_battery.py."""
 
 from __future__ import annotations
 
@@ -39,12 +40,14 @@ def test_registered_tool_state_task_hides_expected_values(live_server: LiveServe
         # The same wrong answer to the same task given inline: there the caller holds the
         # values, so the evidence shows them — which proves the markers would be seen.
         inline = c.post("/v1/verify", json={"verifier": "tool_state", "task": task, "response": wrong}).text
-    for text in (json.dumps(shown), result.text, json.dumps(record), export):
+    for text in (json.dumps(shown), result.text):
         for marker in HIDDEN_MARKERS:
             assert marker not in text
     assert any(marker in inline for marker in HIDDEN_MARKERS)
-    assert record["evidence"]["state_diff"], "the diff is still there, with hashed expected values"
-    assert all("sha256" in d["want"] for d in record["evidence"]["state_diff"])
+    # Records keep the full evidence for auditors (the record and export are `audit` reads).
+    assert {d["want"] for d in record["evidence"]["state_diff"]} >= {SOURCE_BALANCE - HIDDEN_AMOUNT}
+    assert str(SOURCE_BALANCE - HIDDEN_AMOUNT) in export
+    assert record["feedback"] == result.json()["feedback"] == result.json()["evidence"]
 
 
 def test_inline_task_evidence_shows_the_diff(live_server: LiveServer):
@@ -72,6 +75,7 @@ def test_registered_sql_task_never_shows_gold_rows(live_server: LiveServer):
         assert result.json()["verdict"] == "incorrect"
         record = c.get(f"/v1/records/{result.json()['record_id']}").text
         inline = c.post("/v1/verify", json={"verifier": "sql", "task": task, "response": wrong}).text
-    for text in (result.text, record):
-        assert "zelda-secret" not in text and "dept = 'dev'" not in text
+    assert "zelda-secret" not in result.text and "dept = 'dev'" not in result.text
+    assert "zelda-secret" in record  # the audit view: the task asked for expected rows
+    assert "dept = 'dev'" not in record  # the task itself is shown with keyed fingerprints
     assert "zelda-secret" in inline  # the inline caller asked for expected rows and holds them anyway

@@ -87,8 +87,13 @@ def test_registered_task_hides_gold_query_and_gold_rows(client, live_server):
     wrong = client.post("/v1/verify", json={"verifier": "sql", "task_id": task_id,
                                             "response": "SELECT name FROM emp WHERE dept = 'ops'"})
     assert wrong.status_code == 200 and wrong.json()["verdict"] == "incorrect"
-    diff = wrong.json()["evidence"]["instances"][0]["diff"]
-    assert diff["missing_count"] == 1 and "missing" not in diff
+    # A reward key gets the feedback: counts against the expected rows, never a diff.
+    shown_instance = wrong.json()["evidence"]["instances"][0]
+    assert shown_instance == {"instance": 0, "rows": 1, "expected_rows": 1}
+    assert wrong.json()["evidence"] == wrong.json()["feedback"]
+    audited = client.get(f"/v1/records/{wrong.json()['record_id']}").json()["evidence"]
+    diff = audited["instances"][0]["diff"]
+    assert diff["missing_count"] == 1 and "missing" not in diff  # the task did not ask to show expected rows
     right = client.post("/v1/verify", json={"verifier": "sql", "task_id": task_id,
                                             "response": "SELECT name FROM emp WHERE dept = 'dev'"})
     assert right.json()["verdict"] == "correct"

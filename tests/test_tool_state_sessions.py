@@ -51,7 +51,9 @@ def finish(client: httpx.Client, env_id: str, message: str = MESSAGE, **extra: A
 
 
 def same_as_verify(client: httpx.Client, result: dict[str, Any], task: dict[str, Any], response: str) -> None:
-    direct = client.post("/v1/verify", json={"verifier": "tool_state", "task": task, "response": response})
+    # A session's finish answers with the feedback view (what an agent loop shows the policy).
+    direct = client.post("/v1/verify", json={"verifier": "tool_state", "task": task, "response": response,
+                                             "evidence": "feedback"})
     assert direct.status_code == 200, direct.text
     assert {k: result[k] for k in COMPARED} == {k: direct.json()[k] for k in COMPARED}
 
@@ -95,7 +97,7 @@ def test_open_step_finish_gets_reward_1_and_matches_verify(client: httpx.Client)
     assert record["response"] == dumps_trace(trace, MESSAGE)
     assert record["verdict"] == "correct" and record["caller_key_id"]
     # The record shows the task's public view: hidden fields only as hashes.
-    assert set(record["task"]["gold_actions"]) == set(record["task"]["required_outputs"]) == {"sha256"}
+    assert set(record["task"]["gold_actions"]) == set(record["task"]["required_outputs"]) == {"hmac_sha256"}
     same_as_verify(client, result, transfer_task(), record["response"])
     replayed = client.post(f"/v1/records/{result['record_id']}/replay").json()
     assert replayed["same_verdict"] and replayed["replayed_reward"] == 1.0

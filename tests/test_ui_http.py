@@ -190,7 +190,7 @@ def test_record_page_highlights_the_answer_hides_hidden_fields_and_marks_hard_co
     assert "hence \\boxed{<mark>4</mark>}" in math
     assert '<span class="kind hard">hard</span>' in math
     sql = auditor.get(f"/ui/records/{data.sql_record_ids[0]}").text
-    assert GOLD_MARKER not in sql and "hidden · sha256" in sql
+    assert GOLD_MARKER not in sql and "hidden · hmac-sha256" in sql
     assert "&lt;script&gt;window.__pwned=8&lt;/script&gt;" in sql and "<script>window" not in sql
 
 

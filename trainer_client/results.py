@@ -91,6 +91,8 @@ class ResponseResult(BaseModel):
     verifier_version: str | None = None
     components: Any = None
     evidence: dict[str, Any] = Field(default_factory=dict)
+    # What a policy may be shown (multi-turn training): never a hidden value of the task.
+    feedback: dict[str, Any] = Field(default_factory=dict)
     flags: list[str] = Field(default_factory=list)
     duration_ms: float | None = None
     masked: bool = False

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandboxes.base import Sandbox
 
@@ -84,7 +84,7 @@ def soft(name: str, value: float) -> Component:
 
 FlagAction = Literal["flag", "fail"]
 TruncationPolicy = Literal["score", "fail", "mask"]
-INSPECTION_DEFAULTS: dict[str, Any] = {"prompt": None, "flag_policy": {}, "truncation": "score"}
+INSPECTION_DEFAULTS: dict[str, Any] = {"prompt": None, "flag_policy": {}, "truncation": "score", "hide": []}
 FLAG_EVIDENCE_LIMIT = 500
 
 
@@ -111,21 +111,49 @@ class TaskBase(BaseModel):
     truncation: TruncationPolicy = Field(
         "score", description="A response cut at its length limit: `score` it as it is, `fail` it, or `mask` it "
                              "(advantage null, left out of the group statistics).")
+    hide: list[str] = Field(default_factory=list, max_length=64,
+                            description="Further fields to treat as hidden, beyond the verifier's own.")
+
+    @field_validator("hide")
+    @classmethod
+    def _known_hidden(cls, hide: list[str]) -> list[str]:
+        names = {alias for name, info in cls.model_fields.items() for alias in (name, info.alias) if alias}
+        unknown = sorted(set(hide) - names)
+        if unknown:
+            raise ValueError(f"names fields this task does not have: {unknown}")
+        return hide
+
+    def hidden(self) -> frozenset[str]:
+        """The hidden fields of this task, by their keys in `model_dump(mode="json")`."""
+        fields = type(self).model_fields
+        by_alias = bool(self.model_config.get("serialize_by_alias"))
+        out = set()
+        for name in self.hidden_fields | set(self.hide):
+            field_name = next((n for n, info in fields.items() if name in (n, info.alias)), name)
+            info = fields.get(field_name)
+            out.add(info.alias if by_alias and info is not None and info.alias else field_name)
+        return frozenset(out)
+
+    def hash_material(self) -> dict[str, Any]:
+        """What `task_hash` covers: the task as JSON, inspection options left out at their defaults."""
+        data = self.model_dump(mode="json")
+        for name, default in INSPECTION_DEFAULTS.items():
+            if name in data and data[name] == default and name not in type(self).own_fields():
+                del data[name]
+        return data
 
     def public_view(self) -> dict[str, Any]:
-        """The task as it may be shown: hidden fields replaced by their hashes."""
+        """The task with hidden fields replaced by unkeyed hashes. The service shows keyed
+        fingerprints instead (service/fingerprints.py); this stays for local tools."""
         data = self.model_dump(mode="json")
-        for name in self.hidden_fields:
+        for name in self.hidden():
             if name in data and data[name] is not None:
                 data[name] = {"sha256": sha256_json(data[name])}
         return data
 
     def task_hash(self) -> str:
-        data = self.model_dump(mode="json")
-        for name, default in INSPECTION_DEFAULTS.items():
-            if name in data and data[name] == default and name not in type(self).own_fields():
-                del data[name]
-        return sha256_json(data)
+        """Unkeyed: for caches inside a verifier. What leaves the service is keyed (service/fingerprints.py)."""
+        return sha256_json(self.hash_material())
 
     @classmethod
     def own_fields(cls) -> frozenset[str]:
@@ -244,6 +272,9 @@ class Verifier(abc.ABC):
     # engine then hands it the whole group on one thread. False: the engine fans the
     # responses out to threads, one `verify` call each.
     judges_groups: ClassVar[bool] = False
+    # Flags computed from a task's hidden data (e.g. which tables the hidden gold reads):
+    # left out of what a `reward` key sees for a registered task.
+    hidden_flags: ClassVar[frozenset[str]] = frozenset()
 
     def parse_task(self, raw: dict[str, Any]) -> TaskBase:
         try:
@@ -254,6 +285,12 @@ class Verifier(abc.ABC):
     @abc.abstractmethod
     def verify(self, task: TaskBase, response: str, ctx: VerifyContext) -> Outcome:
         """Judge one response. Infrastructure failures raise SandboxError (-> `error`)."""
+
+    def feedback(self, task: TaskBase, outcome: Outcome, response: str) -> dict[str, Any]:
+        """What a policy may be shown about this outcome (see verifiers/feedback.py): never a
+        hidden value or anything computed from one that the response can steer. Families
+        override this with their own view; the default says only what the verdict says."""
+        return {"verdict": outcome.verdict.value}
 
     def verify_many(self, task: TaskBase, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
         """Judge a group of responses to one task. Override to share sandbox set-up, and

@@ -31,8 +31,9 @@ def highlight(response: str | None, evidence: dict[str, Any]) -> Highlighted | N
 
 
 def is_hidden(value: Any) -> bool:
-    """Hidden task fields are stored in the public view as {"sha256": ...} only."""
-    return isinstance(value, dict) and set(value) == {"sha256"}
+    """Hidden task fields are stored in the public view as a keyed {"hmac_sha256": ...} only
+    (records written before keyed fingerprints: {"sha256": ...})."""
+    return isinstance(value, dict) and set(value) in ({"hmac_sha256"}, {"sha256"})
 
 
 def flag_evidence(flags: list[str], evidence_by_flag: dict[str, Any] | None) -> list[tuple[str, Any]]:

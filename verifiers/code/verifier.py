@@ -15,6 +15,7 @@ from verifiers.code import candidate as candidate_side
 from verifiers.code import grader as grader_side
 from verifiers.code.detectors import SCAN, code_flags, start_scan
 from verifiers.code.extract import MAX_CODE_CHARS, extract_code, static_flags
+from verifiers.code.feedback import code_feedback
 from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, TestRun, run_assert_test, run_io_case
 from verifiers.code.task import CodeTask
 from verifiers.registry import register
@@ -61,6 +62,7 @@ class CodeVerifier(Verifier):
         "cases, with candidate and tests in separate sandboxed processes."
     )
     task_model = CodeTask
+    feedback = staticmethod(code_feedback)  # type: ignore[assignment]
 
     def warm(self, ctx: VerifyContext) -> None:
         ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -11,6 +11,7 @@ from sandboxes.resident import ResidentSpec, close_resident_servers, resident_se
 from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.math.detectors import claims_of, host_flags, with_false_steps
 from verifiers.math.extract import Extraction, extract_answer, extract_gold
+from verifiers.math.feedback import math_feedback
 from verifiers.registry import register
 
 POOL = "math"
@@ -32,6 +33,9 @@ Pending = tuple[int, dict[str, Any], dict[str, Any]]
 
 
 class MathTask(TaskBase):
+    # The gold is hidden: a registered held-out set is not readable by trainer keys.
+    hidden_fields: ClassVar[frozenset[str]] = frozenset({"answer"})
+
     answer: str = Field(min_length=1, max_length=2000, description="The gold answer (LaTeX or plain text).")
     last_number_fallback: bool = Field(
         True, description="When no \\boxed{} or answer phrase is found, take the response's last number."
@@ -71,6 +75,7 @@ class MathVerifier(Verifier):
     version = "2.0.0"
     description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
     task_model = MathTask
+    feedback = staticmethod(math_feedback)  # type: ignore[assignment]
     judges_groups = True
 
     def warm(self, ctx: VerifyContext) -> None:

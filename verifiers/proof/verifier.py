@@ -29,6 +29,7 @@ from verifiers.base import (
     hard,
 )
 from verifiers.proof.extract import extract_proof
+from verifiers.proof.feedback import proof_feedback
 from verifiers.proof.task import ProofTask
 from verifiers.registry import register
 
@@ -60,6 +61,7 @@ class ProofVerifier(Verifier):
     description = ("Metamath proofs (normal or compressed) checked against set.mm or another database: "
                    "frames, $d restrictions, axiom closure, no later or self citation.")
     task_model = ProofTask
+    feedback = staticmethod(proof_feedback)  # type: ignore[assignment]
 
     def warm(self, ctx: VerifyContext) -> None:
         # Workers read set.mm as they start (seconds): do not hold up the caller's start-up.

@@ -29,6 +29,7 @@ from verifiers.sql.compare import (
 )
 from verifiers.sql.detectors import sql_flags
 from verifiers.sql.execution import Backend, Execution, Statement, StatementResult, TableDiff
+from verifiers.sql.feedback import HIDDEN_FLAGS, sql_feedback
 from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by, with_order_keys
 from verifiers.sql.sqlite_backend import POOL, PRELOAD, SqliteBackend
 from verifiers.sql.task import SqlTask
@@ -109,6 +110,8 @@ class SqlVerifier(Verifier):
         "explicit rows or row predicates; SQLite runs sandboxed, Postgres under a read-only role."
     )
     task_model = SqlTask
+    feedback = staticmethod(sql_feedback)  # type: ignore[assignment]
+    hidden_flags = HIDDEN_FLAGS
     judges_groups = True
 
     def __init__(self) -> None:

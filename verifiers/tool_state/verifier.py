@@ -21,6 +21,7 @@ from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, 
 from verifiers.registry import register
 from verifiers.tool_state import runner
 from verifiers.tool_state.detectors import tool_state_flags
+from verifiers.tool_state.feedback import tool_state_feedback
 from verifiers.tool_state.runner import (
     CALL_LIMITS,
     CALL_POOL,
@@ -67,6 +68,7 @@ class ToolStateVerifier(Verifier):
         "final state, permissions on every call, and the values stated in the final message."
     )
     task_model = ToolStateTask
+    feedback = staticmethod(tool_state_feedback)  # type: ignore[assignment]
     judges_groups = True
 
     def __init__(self, sessions: bool = True) -> None:
