@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
+from service.alarms import AlarmMonitor, AlarmSink
 from service.config import Settings
 from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
 from service.env_sessions import EnvSessionStore
@@ -119,6 +120,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = Engine(settings, store, sandbox, metrics, executor)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine
         app.state.env_sessions = EnvSessionStore(store, settings)
+        app.state.alarm_sink = AlarmSink(settings, metrics)
+        monitor = AlarmMonitor(store, app.state.alarm_sink, settings.alarm_check_interval_s)
+        engine.on_logged = monitor.observe
         if settings.task_pack is not None:
             log.info("loaded %d tasks from %s", load_task_pack(engine, settings.task_pack), settings.task_pack)
         if sandbox is not None:
@@ -130,6 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if sandbox is not None:
                 for name in registry.names():
                     registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
+            monitor.close()
             executor.close()
             store.engine.dispose()
 

@@ -66,6 +66,12 @@ class Settings(BaseSettings):
     # Audit viewer (/ui/): how long a sign-in lasts, and how many records one export bundle may hold.
     ui_session_hours: float = Field(12.0, gt=0)
     ui_export_max_records: int = Field(20_000, ge=1)
+    # Training runs' alarms (docs/runs.md): where a newly raised alarm is POSTed (unset: nowhere),
+    # how often a busy run is re-checked, and how many distinct runs get their own metric label.
+    alarm_webhook_url: str | None = None
+    alarm_webhook_timeout_s: float = Field(5.0, gt=0)
+    alarm_check_interval_s: float = Field(5.0, ge=0)
+    alarm_metric_runs: int = Field(100, ge=0)
 
     @property
     def verifier_services(self) -> dict[str, str]:

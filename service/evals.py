@@ -54,7 +54,7 @@ async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
         step = engine.settings.max_groups
         for start in range(0, len(specs), step):
             chunk = [spec.model_copy(update={"group_id": uuid.uuid4().hex}) for spec in specs[start:start + step]]
-            answer = await engine.groups(GroupsRequest(groups=chunk), caller, eval_id=eval_id)
+            answer = await engine.groups(GroupsRequest(groups=chunk, run=body.run), caller, eval_id=eval_id)
             group_ids += [g.group_id for g in answer.groups]
     engine.store.add_eval(EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint,
                                   caller_key_id=caller.key_id, layout=layout))

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.schemas import GroupSpec, RecordOut, Verdict
+from service.schemas import GroupSpec, RecordOut, RunTag, Verdict
 
 LabelKind = Literal["agree", "disagree", "exploit"]
 
@@ -84,6 +84,8 @@ class EvalIn(BaseModel):
     checkpoint: str = Field(min_length=1, max_length=200, description="The checkpoint's label.")
     families: dict[str, list[GroupSpec]] = Field(
         min_length=1, description="Family name -> tasks, each with its n responses (strings or generation objects).")
+    run: RunTag | None = Field(None, description="The training run and step whose checkpoint this evaluates: the "
+                                                 "run's page shows its held-out pass@k and maj@k against the step.")
 
     @model_validator(mode="after")
     def _non_empty(self) -> EvalIn:

@@ -105,7 +105,8 @@ async def finish(env_id: str, body: FinishRequest, request: Request,
         return VerifyResult.model_validate(row.result)  # a retried finish: same answer, no second record
     opened = OpenEnv(**row.opened)
     verify = VerifyRequest(verifier=VERIFIER, task=opened.task, task_id=opened.task_id,
-                           response=dumps_trace(row.calls, body.final_message), request_id=body.request_id)
+                           response=dumps_trace(row.calls, body.final_message), request_id=body.request_id,
+                           run=body.run or opened.run)
     try:
         result: VerifyResult = await request.app.state.engine.verify(verify, caller)
     except BaseException:
