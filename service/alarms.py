@@ -13,6 +13,7 @@ Rules (docs/runs.md says the same, with the defaults):
   the best earlier evaluation's and the bootstrap 95% interval of the difference (over
   tasks, paired when both answered the same tasks) lies below zero, while the training
   reward (mean of `window` steps up to each evaluation's step) rose by `min_reward_rise`.
+  Evaluations are compared with others of the same name only (the same held-out set).
 - `flag_rate` (one per flag): a step's rate of the flag reaches `level`, or rose by `rise`
   within `window` steps.
 - `length_growth`: the mean length of the latest `window` steps is `ratio` times that of the
@@ -82,9 +83,19 @@ def _window_mean(series: list[RunStep], upto: int, window: int, value: Callable[
 
 def reward_up_heldout_down(series: list[RunStep], points: list[HeldOut], per_task: dict[str, HeldOutTasks],
                            t: Thresholds) -> Finding | None:
+    """Evaluations are compared within one name (the same held-out set at other steps)."""
+    by_name: dict[str | None, list[HeldOut]] = {}
+    for p in points:
+        if "1" in p.pass_at_k:
+            by_name.setdefault(p.name, []).append(p)
+    found = [f for same in by_name.values() if (f := _heldout_fell(series, same, per_task, t)) is not None]
+    return min(found, key=lambda f: f.step, default=None)
+
+
+def _heldout_fell(series: list[RunStep], with_pass: list[HeldOut], per_task: dict[str, HeldOutTasks],
+                  t: Thresholds) -> Finding | None:
     rule = t.reward_up_heldout_down
     judged = _judged(series, t)
-    with_pass = [p for p in points if "1" in p.pass_at_k]
     for i in range(1, len(with_pass)):
         best = max(with_pass[:i], key=lambda p: p.pass_at_k["1"])
         last = with_pass[i]

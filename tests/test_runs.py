@@ -154,7 +154,8 @@ def test_every_verifying_route_keeps_the_run_on_its_records(server: LiveServer) 
                                                "labels": ["6"], "run": {"id": run_id, "step": 5}})
         opened = c.post("/v1/envs", json={"task": transfer_task(), "run": {"id": run_id, "step": 6}}).json()
         c.post(f"/v1/envs/{opened['env_id']}/step", json=GOLD_TRANSFER).raise_for_status()
-        finished = c.post(f"/v1/envs/{opened['env_id']}/finish", json={"final_message": "Done, your balance is 450."}).json()
+        finished = c.post(f"/v1/envs/{opened['env_id']}/finish",
+                          json={"final_message": "Done, your balance is 450."}).json()
         ev = c.post("/v1/evals", json={"name": "h", "checkpoint": "c", "run": {"id": run_id, "step": 6},
                                        "families": {"math": [{"verifier": "math", "task": {"answer": "9"},
                                                               "responses": ["\\boxed{9}", "\\boxed{8}"]}]}})
