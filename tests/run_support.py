@@ -79,7 +79,7 @@ def _group_responses(rng: random.Random, a: int, b: int, share: float, hacked_sh
     return out
 
 
-def replay(run: SyntheticRun, client: httpx.Client, on_step: Any = None) -> None:
+def replay(run: SyntheticRun, client: httpx.Client, on_step: Any = None, eval_name: str | None = None) -> None:
     """Post the run step by step; `on_step(step)` is called after each step's requests."""
     rng = random.Random(run.seed)
     held = [_problem(random.Random(run.seed * 1000 + i)) for i in range(run.eval_tasks)]
@@ -96,7 +96,7 @@ def replay(run: SyntheticRun, client: httpx.Client, on_step: Any = None) -> None
             tasks = [{"verifier": "math", "task": _task(a, b),
                       "responses": [_answer(a, b, rng.random() < p, rng) for _ in range(EVAL_SAMPLES)]}
                      for a, b in held]
-            e = client.post("/v1/evals", json={"name": f"{run.run_id}-heldout", "checkpoint": f"step-{step}",
+            e = client.post("/v1/evals", json={"name": eval_name or f"{run.run_id}-heldout", "checkpoint": f"step-{step}",
                                                "families": {"math": tasks}, "run": {"id": run.run_id, "step": step}})
             e.raise_for_status()
         run.timings.append(time.perf_counter() - started)
