@@ -92,3 +92,6 @@ def test_demo_reward_rises_from_chance(live_server, tmp_path) -> None:
     assert sum(curve[-10:]) / 10 == pytest.approx(last, abs=1e-6)
     assert {p["name"] for p in run["held_out"]} == {"held-out", "demo-held-out"}
     assert run["held_out"][-1]["step"] == 60 and run["alarms"] == [], run["alarms"]
+    # Its one-token answers are all `answer_only`: the demo told its run's alarms to ignore that flag.
+    assert "answer_only" in run["thresholds"]["flag_rate"]["ignore"]
+    assert run["steps"][-1]["flag_rates"].get("answer_only", 0) > 0.9

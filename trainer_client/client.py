@@ -374,6 +374,16 @@ class RewardClient(_Base):
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result
 
+    def set_run_thresholds(self, thresholds: dict[str, Any]) -> dict[str, Any]:
+        """Set this run's alarm thresholds (PUT /v1/runs/{run_id}/thresholds, `audit` scope): any
+        part of them, e.g. `{"flag_rate": {"ignore": ["truncated", "answer_only"]}}`."""
+        if self.run_id is None:
+            raise ValueError("set_run_thresholds needs a client made with run_id=")
+        resp = self._http.put(f"/v1/runs/{self.run_id}/thresholds", json=thresholds)
+        if resp.status_code != 200:
+            raise RewardRequestError(resp.status_code, resp.text)
+        return resp.json()
+
     def evaluate(self, name: str, checkpoint: str, families: dict[str, Iterable[GroupLike]]) -> dict[str, Any]:
         """A held-out evaluation run (POST /v1/evals): each family's tasks with n responses
         each. Returns the report: {"id", "name", "checkpoint", "families": {NAME: REPORT},

@@ -26,7 +26,7 @@ import torch
 
 from trainer_client.client import RewardClient
 from trainer_client.loop import GRPOTrainer, TaskItem, TrainConfig, load_tasks
-from trainer_client.results import Generation
+from trainer_client.results import Generation, RewardRequestError
 from trainer_client.tiny import build_model, build_tokenizer
 
 ALPHABET = "0123456789%="
@@ -60,6 +60,19 @@ def held_out_eval(trainer: GRPOTrainer, client: RewardClient, trained: list[Task
                                                          finish_reason="length" if cut[r] else "stop")
                                               for r in rows]))
     return client.evaluate("demo-held-out", f"step-{step}", groups)
+
+
+# The demo's answers are one token by design: every response is flagged `answer_only`, which
+# this run's alarms need not watch. The other rules keep their defaults.
+RUN_THRESHOLDS = {"flag_rate": {"ignore": ["truncated", "answer_only"]}}
+
+
+def watch_run(client: RewardClient) -> None:
+    """Tell the service what this run's alarms should ignore (needs a key with `audit`)."""
+    try:
+        client.set_run_thresholds(RUN_THRESHOLDS)
+    except RewardRequestError as exc:
+        print(f"run thresholds not set ({exc}); alarms use the defaults", file=sys.stderr)
 
 
 def write_jsonl(path: Path, items: list[TaskItem]) -> None:
@@ -104,6 +117,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     )
     run_id = args.run_id or f"demo-{args.seed}-{uuid.uuid4().hex[:8]}"
     with RewardClient(args.service, args.api_key, max_concurrency=2, run_id=run_id) as client:
+        watch_run(client)
         trainer = GRPOTrainer(model, tokenizer, client, config, load_tasks(out / "train.jsonl"),
                               load_tasks(out / "eval.jsonl"))
         history = trainer.train()
