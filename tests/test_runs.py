@@ -306,3 +306,26 @@ def test_the_step_figures_are_what_the_records_say(tmp_path: Path) -> None:
     assert quarters[4].timeout_rate == 0.5 and quarters[4].error_rate == 0.5
     assert quarters[1].timeout_rate == 0 and quarters[1].error_rate == 0
     store.engine.dispose()
+
+
+def test_the_adapters_tag_records_with_the_trainers_global_step(server: LiveServer) -> None:
+    from types import SimpleNamespace
+
+    from trainer_client import RewardClient
+    from trainer_client.adapters.trl import assay_reward_func
+    from trainer_client.adapters.verl import VerlScorer
+
+    run_id = f"adapters-{uuid.uuid4().hex[:8]}"
+    with RewardClient(server.url, server.admin_key, run_id=run_id) as client:
+        reward = assay_reward_func(client)
+        got = reward(prompts=["2+2?", "2+2?"], completions=["\\boxed{4}", "\\boxed{5}"], answer=["4", "4"],
+                     trainer_state=SimpleNamespace(global_step=7))
+        scorer = VerlScorer(client)
+        scored = scorer.compute_score("gsm8k", "so \\boxed{6}", "6", extra_info={"global_step": 9})
+        untagged = RewardClient(server.url, server.admin_key)  # no run: nothing is tagged
+        untagged.score_groups([{"verifier": "math", "task": {"answer": "1"}, "responses": ["\\boxed{1}"]}])
+        untagged.close()
+    assert got == [1.0, 0.0] and scored["score"] == 1.0
+    with server.client() as c:
+        run = c.get(f"/v1/runs/{run_id}").json()
+    assert [(s["step"], s["n"]) for s in run["steps"]] == [(7, 2), (9, 1)]
