@@ -202,13 +202,21 @@ def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, H
 
 def examples(store: AuditStore, run_id: str, where: list[Any], order: Any = None,
              limit: int = 5) -> tuple[list[dict[str, Any]], list[str]]:
-    """Records to read behind an alarm (`limit` of them) and the tasks with the most such records."""
+    """Records to read behind an alarm — the first by `order` (else the earliest step) of as many
+    different tasks as there are, `limit` of them — and the tasks with the most such records."""
     task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
     cond = and_(RecordRow.run_id == run_id, *where)
+    ordering = [*([order] if order is not None else []), RecordRow.run_step, RecordRow.seq]
+    ranked = (select(RecordRow.id.label("id"), RecordRow.run_step.label("step"), task.label("task"),
+                     RecordRow.verdict.label("verdict"), RecordRow.reward.label("reward"),
+                     RecordRow.group_id.label("group_id"),
+                     func.row_number().over(order_by=ordering).label("at"),
+                     func.row_number().over(partition_by=task, order_by=ordering).label("in_task"))
+              .where(cond).subquery())
     with store.db() as s:
-        rows = s.execute(select(RecordRow.id, RecordRow.run_step, task, RecordRow.verdict, RecordRow.reward,
-                                RecordRow.group_id).where(cond)
-                         .order_by(*([order] if order is not None else []), RecordRow.seq.desc()).limit(limit)).all()
+        rows = s.execute(select(ranked.c.id, ranked.c.step, ranked.c.task, ranked.c.verdict, ranked.c.reward,
+                                ranked.c.group_id)
+                         .order_by(ranked.c.in_task, ranked.c.at).limit(limit)).all()
         tasks = s.execute(select(task, func.count()).where(cond).group_by(task)
                           .order_by(func.count().desc(), task).limit(limit)).all()
     found = [{"record_id": r[0], "step": r[1], "task": r[2], "verdict": r[3], "reward": r[4], "group_id": r[5]}
