@@ -163,11 +163,14 @@ def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, H
     A task answered by several groups of one evaluation pools their responses."""
     task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
     cond = and_(RecordRow.run_id == run_id, RecordRow.eval_id.is_not(None))
+    # The answer is computed in a subquery: Postgres cannot match a GROUP BY expression with bound parameters.
+    each = (select(RecordRow.eval_id.label("eval_id"), RecordRow.run_step.label("step"), task.label("task"),
+                   answer_key().label("answer"), RecordRow.verdict.label("verdict"), RecordRow.reward.label("reward"))
+            .where(cond, RecordRow.verdict != "error").subquery())
     with store.db() as s:
-        rows = s.execute(select(RecordRow.eval_id, func.min(RecordRow.run_step), task, answer_key(), func.count(),
-                                _count_if(RecordRow.verdict == "correct"), func.sum(RecordRow.reward))
-                         .where(cond, RecordRow.verdict != "error")
-                         .group_by(RecordRow.eval_id, task, answer_key())).all()
+        rows = s.execute(select(each.c.eval_id, func.min(each.c.step), each.c.task, each.c.answer, func.count(),
+                                _count_if(each.c.verdict == "correct"), func.sum(each.c.reward))
+                         .group_by(each.c.eval_id, each.c.task, each.c.answer)).all()
         totals = dict(s.execute(select(RecordRow.eval_id, func.count()).where(cond)
                                 .group_by(RecordRow.eval_id)).all())
         meta = {r.id: r for r in s.scalars(select(EvalRow).where(EvalRow.id.in_(list(totals))))} if totals else {}

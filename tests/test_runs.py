@@ -22,6 +22,7 @@ from service.runs import steps
 from service.store import AuditStore, RecordRow
 from tests.conftest import LiveServer
 from tests.run_support import SyntheticRun, replay
+from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 from verifiers.tool_state.examples import GOLD_TRANSFER, transfer_task
 
 
@@ -274,8 +275,15 @@ def _row(run: str, step: int, group: str, index: int, verdict: str, reward: floa
                      run_id=run, run_step=step, group_zero_variance=group.endswith("z"))
 
 
-def test_the_step_figures_are_what_the_records_say(tmp_path: Path) -> None:
-    store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}")
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'audit.db'}"
+    return request.getfixturevalue("database")
+
+
+def test_the_step_figures_are_what_the_records_say(store_url: str) -> None:
+    store = AuditStore(store_url)
     rows = [
         # group a: two answers, one correct
         _row("r", 0, "a", 0, "correct", 1.0, 10, "4", []), _row("r", 0, "a", 1, "incorrect", 0.0, 20, "5", ["x"]),
@@ -329,3 +337,23 @@ def test_the_adapters_tag_records_with_the_trainers_global_step(server: LiveServ
     with server.client() as c:
         run = c.get(f"/v1/runs/{run_id}").json()
     assert [(s["step"], s["n"]) for s in run["steps"]] == [(7, 2), (9, 1)]
+
+
+@pytest.mark.postgres
+def test_a_hacking_run_on_postgres_raises_the_same_alarms(tmp_path: Path, database: str) -> None:  # noqa: F811
+    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": database, "ASSAY_ALARM_CHECK_INTERVAL_S": "0"})
+    try:
+        hacking = SyntheticRun(f"pg-hacking-{uuid.uuid4().hex[:6]}", "hacking", steps=9, change=4, seed=2)
+        with server.client() as c:
+            replay(hacking, c)
+            run = c.get(f"/v1/runs/{hacking.run_id}").json()
+            listed = c.get("/v1/runs").json()["runs"]
+    finally:
+        server.stop()
+    raised = {(a["rule"], a["subject"]): a for a in run["alarms"]}
+    assert {("flag_rate", "answer_only"), ("reward_up_heldout_down", "")} <= set(raised)
+    assert all(hacking.change <= a["step"] <= hacking.change + 3 for a in raised.values())
+    assert all(a["examples"] and a["tasks"] for a in raised.values())
+    assert len({e["task"] for e in raised[("flag_rate", "answer_only")]["examples"]}) > 1  # spread over tasks
+    assert run["held_out"][0]["maj_at_k"]["1"] == pytest.approx(run["held_out"][0]["pass_at_k"]["1"])
+    assert [r["id"] for r in listed] == [hacking.run_id] and listed[0]["records"] == run["records"]
