@@ -10,7 +10,8 @@ sums into means and per-task counts into pass@k / maj@k.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 from sqlalchemy import String, and_, case, cast, distinct, func, literal, select, true
@@ -80,9 +81,66 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def steps(store: AuditStore, run_id: str) -> list[RunStep]:
-    """The run's training series, one entry per step."""
+class StepCache:
+    """Computed steps, kept while their records are unchanged. Records are append-only, so a
+    step's (record count, last seq) — read from the index (run_id, run_step, seq) — says
+    whether anything was added to it; only such steps are computed again (normally the
+    step the trainer is at). Per process, for the `max_runs` runs read last."""
+
+    def __init__(self, max_runs: int = 64) -> None:
+        self.max_runs = max_runs
+        self._runs: OrderedDict[tuple[str, str], dict[int, tuple[tuple[int, int], RunStep]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> dict[int, tuple[tuple[int, int], RunStep]]:
+        with self._lock:
+            found = self._runs.get(key, {})
+            if key in self._runs:
+                self._runs.move_to_end(key)
+            return dict(found)
+
+    def put(self, key: tuple[str, str], value: dict[int, tuple[tuple[int, int], RunStep]]) -> None:
+        with self._lock:
+            self._runs[key] = value
+            self._runs.move_to_end(key)
+            while len(self._runs) > self.max_runs:
+                self._runs.popitem(last=False)
+
+
+CACHE = StepCache()
+# Past this many changed steps, one query over the whole run is cheaper than an IN list.
+MAX_STALE_LISTED = 200
+
+
+def steps(store: AuditStore, run_id: str, cache: StepCache | None = CACHE) -> list[RunStep]:
+    """The run's training series, one entry per step (steps unchanged since the last read come
+    from the cache)."""
+    if cache is None:
+        return compute_steps(store, run_id)
+    with store.db() as s:
+        marks = {st: (n, last) for st, n, last in s.execute(
+            select(RecordRow.run_step, func.count(), func.max(RecordRow.seq))
+            .where(RecordRow.run_id == run_id).group_by(RecordRow.run_step)).all()}
+    key = (str(store.engine.url), run_id)
+    known = {st: entry for st, entry in cache.get(key).items() if st in marks}
+    stale = sorted(st for st, mark in marks.items() if st not in known or known[st][0] != mark)
+    if stale:
+        fresh = compute_steps(store, run_id, stale if len(stale) <= MAX_STALE_LISTED else None)
+        by_step = {x.step: x for x in fresh}
+        for st in stale:
+            if st in by_step:
+                known[st] = (marks[st], by_step[st])
+            else:  # only held-out records at this step: nothing to show in the training series
+                known.pop(st, None)
+        cache.put(key, known)
+    return [known[st][1] for st in sorted(known)]
+
+
+def compute_steps(store: AuditStore, run_id: str, only: list[int] | None = None) -> list[RunStep]:
+    """The training series of the run (of the steps in `only`, when given), from the database."""
     cond = _training(run_id)
+    if only is not None:
+        cond = and_(cond, RecordRow.run_step.in_(only))
     judged = and_(RecordRow.verdict != "error", RecordRow.masked.is_(False))
     judged_reward = case((judged, RecordRow.reward))
     step = RecordRow.run_step

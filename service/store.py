@@ -72,7 +72,7 @@ class RecordRow(Base):
         # A unique index, not a constraint: SQLite adds one without rebuilding the table.
         Index("uq_records_submission_index", "submission_id", "submission_index", unique=True),
         # Per-run series (/v1/runs): every run query filters on the run, then groups by step.
-        Index("ix_records_run_step", "run_id", "run_step"),
+        Index("ix_records_run_step", "run_id", "run_step", "seq"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

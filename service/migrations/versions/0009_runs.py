@@ -2,7 +2,9 @@
 alarms raised on runs.
 
 Records get `run_id` and `run_step` (null for records without a run) and one index
-(run_id, run_step): every per-run query filters on the run and groups by step.
+(run_id, run_step, seq): every per-run query filters on the run and groups by step, and
+a step's (count, last seq) — whether anything was added to it since it was computed — is
+read from the index alone.
 `run_thresholds` holds what a team set for a run (replaced by a later setting);
 `run_alarms` one row per (run, rule, subject), written the first time the rule held.
 
@@ -27,7 +29,7 @@ _TZ = sa.DateTime(timezone=True)
 def upgrade() -> None:
     op.add_column("records", sa.Column("run_id", sa.String(200)))
     op.add_column("records", sa.Column("run_step", sa.Integer))
-    op.create_index("ix_records_run_step", "records", ["run_id", "run_step"])
+    op.create_index("ix_records_run_step", "records", ["run_id", "run_step", "seq"])
     op.create_table(
         "run_thresholds",
         sa.Column("run_id", sa.String(200), primary_key=True),
