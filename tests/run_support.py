@@ -96,8 +96,9 @@ def replay(run: SyntheticRun, client: httpx.Client, on_step: Any = None, eval_na
             tasks = [{"verifier": "math", "task": _task(a, b),
                       "responses": [_answer(a, b, rng.random() < p, rng) for _ in range(EVAL_SAMPLES)]}
                      for a, b in held]
-            e = client.post("/v1/evals", json={"name": eval_name or f"{run.run_id}-heldout", "checkpoint": f"step-{step}",
-                                               "families": {"math": tasks}, "run": {"id": run.run_id, "step": step}})
+            e = client.post("/v1/evals", json={"name": eval_name or f"{run.run_id}-heldout",
+                                               "checkpoint": f"step-{step}", "families": {"math": tasks},
+                                               "run": {"id": run.run_id, "step": step}})
             e.raise_for_status()
         run.timings.append(time.perf_counter() - started)
         if on_step is not None:

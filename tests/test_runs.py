@@ -97,6 +97,7 @@ def test_a_hacking_run_raises_its_alarms_within_steps_and_an_honest_run_none(ser
         bodies = webhook.wait_for(lambda b: {("flag_rate", "answer_only"), ("reward_up_heldout_down", "")}
                                   <= {(x["rule"], x["subject"]) for x in b if x["run"] == hacking.run_id})
         assert all(b["run"] == hacking.run_id for b in bodies), "only the hacking run raised anything"
+        assert "boxed" not in json.dumps(bodies)  # ids, hashes and rates: never a response
         run = c.get(f"/v1/runs/{hacking.run_id}").json()
         honest_run = c.get(f"/v1/runs/{honest.run_id}").json()
         metrics = c.get("/metrics").text
@@ -357,3 +358,25 @@ def test_a_hacking_run_on_postgres_raises_the_same_alarms(tmp_path: Path, databa
     assert len({e["task"] for e in raised[("flag_rate", "answer_only")]["examples"]}) > 1  # spread over tasks
     assert run["held_out"][0]["maj_at_k"]["1"] == pytest.approx(run["held_out"][0]["pass_at_k"]["1"])
     assert [r["id"] for r in listed] == [hacking.run_id] and listed[0]["records"] == run["records"]
+
+
+def test_alarms_are_append_only_and_metric_labels_are_bounded(tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    from service.alarms import OTHER_RUNS, AlarmSink
+    from service.config import Settings
+    from service.store import RunAlarmRow
+
+    store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}")
+    with store.db() as s, s.begin():
+        s.add(RunAlarmRow(run_id="r", rule="flag_rate", subject="x", step=3, detail={}))
+    for statement in ("UPDATE run_alarms SET step = 0", "DELETE FROM run_alarms"):
+        with pytest.raises(Exception, match="append-only"), store.engine.begin() as conn:
+            conn.execute(text(statement))
+    with store.db() as s:
+        assert s.query(RunAlarmRow).count() == 1
+    store.engine.dispose()
+    # A run id is the caller's: two runs get their own label here, later ones share one, and ids are cut.
+    sink = AlarmSink(Settings(alarm_metric_runs=2), None)
+    assert [sink.run_label(r) for r in ("a", "b", "c", "a", "d" * 300)] == ["a", "b", OTHER_RUNS, "a", OTHER_RUNS]
+    assert AlarmSink(Settings(), None).run_label("e" * 300) == "e" * 64

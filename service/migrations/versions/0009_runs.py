@@ -6,7 +6,8 @@ Records get `run_id` and `run_step` (null for records without a run) and one ind
 a step's (count, last seq) — whether anything was added to it since it was computed — is
 read from the index alone.
 `run_thresholds` holds what a team set for a run (replaced by a later setting);
-`run_alarms` one row per (run, rule, subject), written the first time the rule held.
+`run_alarms` one row per (run, rule, subject), written the first time the rule held, and
+append-only like records (the same triggers as labels and evals, 0004).
 
 Revision ID: 0009
 Revises: 0005
@@ -24,6 +25,19 @@ branch_labels = None
 depends_on = None
 
 _TZ = sa.DateTime(timezone=True)
+
+
+def _append_only(dialect: str, table: str) -> list[str]:
+    """Revision 0004's refusal of UPDATE and DELETE (and TRUNCATE on Postgres), for run_alarms."""
+    if dialect == "sqlite":
+        return [f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op_.lower()} BEFORE {op_} ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, 'audit {table} are append-only'); END" for op_ in ("UPDATE", "DELETE")]
+    if dialect == "postgresql":
+        return [f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+                "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
+                f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION assay_records_append_only()"]
+    return []
 
 
 def upgrade() -> None:
@@ -48,6 +62,8 @@ def upgrade() -> None:
         sa.Column("detail", sa.JSON, nullable=False),
         sa.UniqueConstraint("run_id", "rule", "subject", name="uq_run_alarms"),
     )
+    for statement in _append_only(op.get_bind().dialect.name, "run_alarms"):
+        op.execute(statement)
 
 
 def downgrade() -> None:
