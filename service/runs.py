@@ -146,38 +146,44 @@ def compute_steps(store: AuditStore, run_id: str, only: list[int] | None = None)
     step = RecordRow.run_step
     with store.db() as s:
         base = s.execute(select(
-            step, func.count(), func.count(distinct(RecordRow.group_id)),
-            func.count(distinct(case((RecordRow.group_zero_variance.is_(True), RecordRow.group_id)))),
-            func.count(judged_reward), func.sum(judged_reward), func.sum(judged_reward * judged_reward),
+            step, func.count(), func.count(judged_reward), func.sum(judged_reward),
+            func.sum(judged_reward * judged_reward),
             _count_if(RecordRow.verdict == "correct"), _count_if(RecordRow.verdict == "error"),
             _count_if(RecordRow.verdict == "timeout"), _count_if(RecordRow.finish_reason == "length"),
             func.count(RecordRow.tokens), func.sum(RecordRow.tokens), func.avg(func.length(RecordRow.response)),
         ).where(cond).group_by(step)).all()
-        # Diversity: distinct answers within each group, then averaged over the step's groups.
-        per_group = (select(step.label("step"), func.count(distinct(answer_key())).label("answers"))
-                     .where(cond, RecordRow.group_id.is_not(None), RecordRow.verdict != "error")
+        # Per group: zero variance, distinct answers (`error` left out); then per step.
+        per_group = (select(step.label("step"),
+                            func.count(distinct(case((RecordRow.verdict != "error", answer_key())))).label("answers"),
+                            func.max(case((RecordRow.group_zero_variance.is_(True), 1), else_=0)).label("zero"))
+                     .where(cond, RecordRow.group_id.is_not(None))
                      .group_by(step, RecordRow.group_id).subquery())
-        diversity = dict(s.execute(select(per_group.c.step, func.avg(per_group.c.answers))
-                                   .group_by(per_group.c.step)).all())
+        groups = {st: (n, zero, answers) for st, n, zero, answers in s.execute(
+            select(per_group.c.step, func.count(), func.sum(per_group.c.zero),
+                   func.avg(case((per_group.c.answers > 0, per_group.c.answers))))
+            .group_by(per_group.c.step)).all()}
         flag = _flag_elements(store)
+        # Most records carry no flag: skip them before their JSON is expanded.
+        flagged = cast(RecordRow.flags, String) != "[]"
         flags = s.execute(select(step, flag.c.value, func.count()).select_from(RecordRow).join(flag, true())
-                          .where(cond).group_by(step, flag.c.value)).all()
+                          .where(cond, flagged).group_by(step, flag.c.value)).all()
         by_length = _length_quarters(s, cond)
     flag_counts: dict[int, dict[str, int]] = defaultdict(dict)
     for st, name, count in flags:
         flag_counts[st][str(name)] = count
     out = []
-    for (st, n, groups, zero_groups, n_judged, r_sum, r_sq, correct, errors, timeouts, truncated,
-         n_tokens, tok_sum, mean_chars) in base:
+    for (st, n, n_judged, r_sum, r_sq, correct, errors, timeouts, truncated, n_tokens, tok_sum,
+         mean_chars) in base:
+        n_groups, zero_groups, distinct_answers = groups.get(st, (0, 0, None))
         mean = r_sum / n_judged if n_judged else None
         std = None
         if n_judged and n_judged > 1:
             std = math.sqrt(max(0.0, (r_sq - n_judged * mean * mean) / (n_judged - 1)))
         out.append(RunStep(
-            step=st, n=n, groups=groups, reward_mean=mean, reward_std=std,
+            step=st, n=n, groups=n_groups, reward_mean=mean, reward_std=std,
             correct_rate=correct / (n - errors) if n > errors else None,
-            zero_variance_share=zero_groups / groups if groups else None,
-            distinct_answers=float(diversity[st]) if diversity.get(st) is not None else None,
+            zero_variance_share=zero_groups / n_groups if n_groups else None,
+            distinct_answers=float(distinct_answers) if distinct_answers is not None else None,
             flag_rates={name: c / n for name, c in sorted(flag_counts.get(st, {}).items())},
             mean_tokens=tok_sum / n_tokens if n_tokens else None,
             mean_chars=float(mean_chars) if mean_chars is not None else None,
