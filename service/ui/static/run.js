@@ -86,7 +86,8 @@
   document.querySelectorAll("canvas[data-chart]").forEach((canvas) => {
     const made = KINDS[canvas.dataset.chart]();
     const scales = {
-      x: { type: "linear", title: { display: true, text: "step" }, ticks: { precision: 0 } },
+      x: { type: "linear", title: { display: true, text: "step" }, ticks: { precision: 0 },
+           suggestedMin: data.steps[0], suggestedMax: data.steps[data.steps.length - 1] },
       y: made.y, mark: { display: false, min: 0, max: 1 },
     };
     if (made.y2) scales.y2 = made.y2;
