@@ -1,9 +1,11 @@
 """Screenshots of every viewer page for docs/viewer/ (and the README), in Debian's chromium.
 
-    .venv/bin/python scripts/viewer_screenshots.py [OUT_DIR]
+    .venv/bin/python scripts/viewer_screenshots.py [OUT_DIR] [--runs-only]
 
 A real server gets real groups through /v1/groups (honest and hostile ones, as the browser test
 uses); a week of synthetic history is added to its store so the overview's charts have a shape.
+The training-run pages get a hacking and an honest synthetic run (tests/run_support.py);
+`--runs-only` takes only those screenshots.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from service.store import AuditStore, RecordRow, new_record_id  # noqa: E402
 from tests.conftest import LiveServer  # noqa: E402
+from tests.run_support import SyntheticRun, replay  # noqa: E402
 from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, populate  # noqa: E402
 
 VERDICT_WEIGHTS = {"math": (0.55, 0.3, 0.08, 0.0, 0.04, 0.03), "code": (0.4, 0.35, 0.05, 0.1, 0.07, 0.03),
@@ -59,16 +62,34 @@ def history(store: AuditStore, days: int = 7, per_hour: int = 12) -> None:
     store.append(rows, [])
 
 
+def run_shots(server: LiveServer, page, out: Path) -> None:  # type: ignore[no-untyped-def]
+    """The run list, a hacking run (its alarms and charts) and an honest run (its learning curve)."""
+    hacking = SyntheticRun("qwen-math-grpo-7", "hacking", steps=14, change=6, seed=2)
+    honest = SyntheticRun("qwen-math-grpo-8", "honest", steps=14, seed=1)
+    with server.client() as c:
+        replay(hacking, c)
+        replay(honest, c)
+    page.goto(server.url + "/ui/runs")
+    page.screenshot(path=str(out / "runs.png"))
+    for run, name in ((hacking, "run-hacking"), (honest, "run-honest")):
+        page.goto(server.url + f"/ui/runs/{run.run_id}")
+        page.wait_for_selector("body[data-charts-drawn]")
+        page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+
+
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/viewer").resolve()
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    runs_only = "--runs-only" in sys.argv[1:]
+    out = Path(args[0] if args else "docs/viewer").resolve()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         server = LiveServer(Path(tmp))
         try:
-            data = populate(server, mixed_groups=3)
-            store = AuditStore(server.db_url)
-            history(store)
-            store.engine.dispose()
+            if not runs_only:
+                data = populate(server, mixed_groups=3)
+                store = AuditStore(server.db_url)
+                history(store)
+                store.engine.dispose()
             with sync_playwright() as p:
                 context = p.chromium.launch_persistent_context(
                     str(Path(tmp) / "profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
@@ -78,6 +99,11 @@ def main() -> None:
                 page.screenshot(path=str(out / "sign-in.png"))
                 page.fill("#api_key", server.create_key("audit,review"))
                 page.click("button[type=submit]")
+                if runs_only:
+                    page.wait_for_url("**/ui/")
+                    run_shots(server, page, out)
+                    context.close()
+                    return
                 page.wait_for_selector("body[data-charts-drawn]")
                 page.screenshot(path=str(out / "overview.png"), full_page=True)
                 page.goto(server.url + "/ui/records?sort=newest")
@@ -113,6 +139,7 @@ def main() -> None:
                 page.goto(next(Path(tmp).glob("assay-records-*/index.html")).as_uri())
                 page.click("#records tbody tr >> nth=3")
                 page.screenshot(path=str(out / "export-bundle.png"))
+                run_shots(server, page, out)
                 context.close()
         finally:
             server.stop()

@@ -20,6 +20,7 @@ from starlette.types import Scope
 
 import service.routes
 from sandboxes.base import SandboxBusy, SandboxUnavailable
+from service.alarms import AlarmMonitor, AlarmSink
 from service.config import Settings
 from service.edge import EdgeGuard, EdgeLimits
 from service.engine import Engine, RequestIdConflict, RequestInvalid, Saturated, TaskNotFound
@@ -107,6 +108,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = Engine(settings, store, sandbox, metrics, executor)
         app.state.store, app.state.sandbox, app.state.metrics, app.state.engine = store, sandbox, metrics, engine
         app.state.env_sessions = EnvSessionStore(store, settings)
+        app.state.alarm_sink = AlarmSink(settings, metrics)
+        monitor = AlarmMonitor(store, app.state.alarm_sink, settings.alarm_check_interval_s)
+        engine.on_logged = monitor.observe
         if settings.task_pack is not None:
             log.info("loaded %d tasks from %s", load_task_pack(engine, settings.task_pack), settings.task_pack)
         if sandbox is not None:
@@ -118,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if sandbox is not None:
                 for name in registry.names():
                     registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
+            monitor.close()
             executor.close()
             store.engine.dispose()
             if stop_metrics is not None:

@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     # The per-deployment secret of keyed fingerprints (service/fingerprints.py): made at first
     # start; by default `fingerprint.key` beside the SQLite database, else var/fingerprint.key.
     fingerprint_key_file: Path | None = None
+    # Training runs' alarms (docs/runs.md): where a newly raised alarm is POSTed (unset: nowhere),
+    # how often a busy run is re-checked, and how many distinct runs get their own metric label.
+    alarm_webhook_url: str | None = None
+    alarm_webhook_timeout_s: float = Field(5.0, gt=0)
+    alarm_check_interval_s: float = Field(5.0, ge=0)
+    alarm_metric_runs: int = Field(100, ge=0)
 
     @property
     def verifier_services(self) -> dict[str, str]:

@@ -36,6 +36,7 @@ from service.schemas import (
     RegisteredTask,
     ReplayOut,
     ResponseIn,
+    RunTag,
     TaskRef,
     TaskRegistration,
     VerifyRequest,
@@ -136,6 +137,8 @@ class Engine:
         self.executor = executor
         self._inflight = 0
         self._inflight_lock = threading.Lock()
+        # Called with the records of each answered request once they are logged (runs' alarms watch it).
+        self.on_logged: Callable[[list[RecordRow]], None] | None = None
 
     # ------------------------------------------------------------------- tasks
 
@@ -224,7 +227,7 @@ class Engine:
 
     def _row(self, resolved: Resolved, generation: Generation, judged: Judged, caller: Caller,
              request_id: str | None, group_id: str | None, group_index: int | None, submission: tuple[str, int],
-             eval_id: str | None = None) -> RecordRow:
+             eval_id: str | None = None, run: RunTag | None = None) -> RecordRow:
         """`submission` is (this request's id, the response's index in it): unique in the store, so
         no response of a request is ever logged twice, whatever an executor retried."""
         outcome = apply_policies(resolved.task, generation, judged.outcome)
@@ -262,6 +265,8 @@ class Engine:
             finish_reason=generation.finish_reason,
             masked=is_masked(resolved.task, generation, outcome.verdict.value),
             eval_id=eval_id,
+            run_id=run.id if run else None,
+            run_step=run.step if run else None,
         )
         log_verification(row)
         return row
@@ -309,7 +314,8 @@ class Engine:
             raise self.caller_facing(resolved, exc) from None
         finally:
             self._release(1)
-        row = self._row(resolved, generation, judged, caller, req.request_id, None, None, (uuid.uuid4().hex, 0))
+        row = self._row(resolved, generation, judged, caller, req.request_id, None, None, (uuid.uuid4().hex, 0),
+                        run=req.run)
         try:
             await anyio.to_thread.run_sync(self.store.append, [row], [self._blob(resolved)])
         except Exception as exc:
@@ -319,7 +325,12 @@ class Engine:
                 if existing is not None:  # a concurrent retry logged it first
                     return self._logged(existing, resolved, generation.text, view)
             raise
+        self._announce([row])
         return self.result_of(row, view)
+
+    def _announce(self, rows: list[RecordRow]) -> None:
+        if self.on_logged is not None and rows:
+            self.on_logged(rows)
 
     def _logged(self, row: RecordRow, resolved: Resolved, response: str, view: views.View) -> VerifyResult:
         """The logged result of a repeated request_id, if the request is the same one."""
@@ -430,7 +441,8 @@ class Engine:
         group statistics."""
         group_id = group.group_id or uuid.uuid4().hex
         submission_id, offset = submission
-        rows = [self._row(resolved, gen, j, caller, None, group_id, index, (submission_id, offset + index), eval_id)
+        rows = [self._row(resolved, gen, j, caller, None, group_id, index, (submission_id, offset + index), eval_id,
+                          req.run)
                 for index, (gen, j) in enumerate(zip(generations, judged, strict=True))]
         rewards = [r.reward for r in rows]
         include = [r.verdict != Verdict.error.value and not r.masked for r in rows]
@@ -469,6 +481,7 @@ class Engine:
                 if stored is not None:  # a concurrent retry of the same request won
                     return GroupsResponse.model_validate(stored)
             raise
+        self._announce(rows)
         return response
 
     # ----------------------------------------------------------------- replay

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.schemas import TaskRef, UnicodeText
+from service.schemas import RunTag, TaskRef, UnicodeText
 from verifiers.tool_state.trace import MAX_TOOL_NAME
 
 VERIFIER = "tool_state"
@@ -20,6 +20,8 @@ class OpenEnv(TaskRef):
     verifier: str = Field(VERIFIER, description="Only `tool_state` tasks have environments.",
                           json_schema_extra={"enum": [VERIFIER]})
     task: dict[str, Any] | None = Field(None, description="A `tool_state` task inline.")
+    run: RunTag | None = Field(None, description="The training run and step of this rollout (the finish may "
+                                                 "name a later step).")
 
     @model_validator(mode="after")
     def _tool_state_only(self) -> OpenEnv:
@@ -53,3 +55,4 @@ class StepResult(BaseModel):
 class FinishRequest(_Strict):
     final_message: str = Field(description="The agent's final message to the user.")
     request_id: str | None = Field(None, max_length=200)
+    run: RunTag | None = Field(None, description="The run and step to log the record under; default: the open's.")

@@ -60,7 +60,8 @@ async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
         for indices in pack([len(spec.responses) for spec in specs], settings.max_groups,
                             settings.max_inflight_responses):
             chunk = [specs[i].model_copy(update={"group_id": uuid.uuid4().hex}) for i in indices]
-            answer = await engine.groups(GroupsRequest.model_construct(groups=chunk, advantage=AdvantageOptions()),
+            answer = await engine.groups(GroupsRequest.model_construct(groups=chunk, advantage=AdvantageOptions(),
+                                                                       run=body.run),
                                          caller, eval_id=eval_id)
             group_ids += [g.group_id for g in answer.groups]
     row = EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint, caller_key_id=caller.key_id, layout=layout)

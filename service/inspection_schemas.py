@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.schemas import GroupSpec, RecordOut, UnicodeText, Verdict
+from service.schemas import GroupSpec, RecordOut, RunTag, UnicodeText, Verdict
 from service.validation import check_eval, current_limits
 
 LabelKind = Literal["agree", "disagree", "exploit"]
@@ -85,6 +85,8 @@ class EvalIn(UnicodeText):
     checkpoint: str = Field(min_length=1, max_length=200, description="The checkpoint's label.")
     families: dict[str, list[GroupSpec]] = Field(
         min_length=1, description="Family name -> tasks, each with its n responses (strings or generation objects).")
+    run: RunTag | None = Field(None, description="The training run and step whose checkpoint this evaluates: the "
+                                                 "run's page shows its held-out pass@k and maj@k against the step.")
 
     @model_validator(mode="before")
     @classmethod

@@ -96,6 +96,7 @@ def log_verification(row: Any) -> None:
         "key_id": row.caller_key_id, "record_id": row.id, "verifier": row.verifier, "verdict": row.verdict,
         "reward": row.reward, "duration_ms": row.duration_ms, "group_id": row.group_id,
         "client_request_id": row.request_id, "flags": row.flags,
+        "run_id": getattr(row, "run_id", None), "run_step": getattr(row, "run_step", None),
     })
 
 

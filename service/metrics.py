@@ -6,6 +6,7 @@ Named metrics (all prefixed `assay_`):
 - `errors_total{verifier,kind,cause}`: verdict `error` by kind and cause, see `error_cause`;
 - `inflight_responses`, `sandbox_workers{pool,state}` (size / idle / in_use, read at scrape);
 - `unavailable_total{reason}` (each 503 answer), `http_requests_total{route,status}`;
+- `alarms_total{run,rule}` (service/alarms.py bounds the run label), `alarm_webhook_failures_total`;
 - process_* and python_* (the process and platform collectors).
 `inc`/`set`/`observe` by name also accept metrics not listed here (created on first use).
 """

@@ -71,6 +71,17 @@ EVIDENCE_VIEW = Field(
                       "feedback for a registered one.")
 
 
+class RunTag(_Strict):
+    """The training run and step a verification belongs to (per-run series and alarms: /v1/runs)."""
+
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@+-]+$",
+                    description="The caller's name for the run, e.g. `qwen-7b-grpo-3`.")
+    step: int = Field(ge=0, le=2**31 - 1, description="The trainer's global step.")
+
+
+_RUN = Field(None, description="The training run and step this belongs to: `{id, step}` (see GET /v1/runs).")
+
+
 class VerifyRequest(TaskRef):
     evidence: Literal["full", "feedback"] | None = EVIDENCE_VIEW
     response: ResponseIn = Field(description="The model output to judge (a string or {text, tokens, finish_reason}).")
@@ -78,6 +89,7 @@ class VerifyRequest(TaskRef):
         None, max_length=200,
         description="Caller's id for this verification; repeating it returns the logged result, not a new one.",
     )
+    run: RunTag | None = _RUN
 
 
 class ComponentOut(BaseModel):
@@ -123,6 +135,7 @@ class GroupSpec(TaskRef):
 class GroupsRequest(_Strict):
     groups: list[GroupSpec] = Field(min_length=1)
     advantage: AdvantageOptions = AdvantageOptions()
+    run: RunTag | None = _RUN
 
     @model_validator(mode="before")
     @classmethod
@@ -208,6 +221,7 @@ class RecordOut(BaseModel):
     finish_reason: str | None = None
     masked: bool = False
     eval_id: str | None = None
+    run: RunTag | None = None
 
 
 def record_out(row: RecordRow) -> RecordOut:
@@ -222,6 +236,7 @@ def record_out(row: RecordRow) -> RecordOut:
         duration_ms=row.duration_ms, group_id=row.group_id, group_index=row.group_index,
         flag_evidence=row.flag_evidence or {}, tokens=row.tokens, finish_reason=row.finish_reason,
         masked=bool(row.masked), eval_id=row.eval_id,
+        run=RunTag(id=row.run_id, step=row.run_step) if row.run_id is not None and row.run_step is not None else None,
     )
 
 

@@ -71,6 +71,8 @@ class RecordRow(Base):
         # One record per response of a request, whatever an executor (a Ray task) retried.
         # A unique index, not a constraint: SQLite adds one without rebuilding the table.
         Index("uq_records_submission_index", "submission_id", "submission_index", unique=True),
+        # Per-run series (/v1/runs): every run query filters on the run, then groups by step.
+        Index("ix_records_run_step", "run_id", "run_step", "seq"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -112,6 +114,9 @@ class RecordRow(Base):
     eval_id: Mapped[str | None] = mapped_column(String(32), index=True)
     # What a policy may be shown (issue 20); `evidence` stays the full audit view.
     feedback: Mapped[dict | None] = mapped_column(JSON)
+    # Training runs (issue 26): the run and step the request named (`run: {id, step}`).
+    run_id: Mapped[str | None] = mapped_column(String(200))
+    run_step: Mapped[int | None] = mapped_column(Integer)
 
 
 class LabelRow(Base):
@@ -142,6 +147,31 @@ class EvalRow(Base):
     caller_key_id: Mapped[str | None] = mapped_column(String(64))
     # {family: [{"task_key", "record_ids": [...]}]}: which records answer which task.
     layout: Mapped[dict] = mapped_column(JSON)
+
+
+class RunThresholdsRow(Base):
+    """A run's alarm thresholds, as a team set them (`PUT /v1/runs/{id}/thresholds`). Not an
+    audit record: a later setting replaces an earlier one."""
+
+    __tablename__ = "run_thresholds"
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    thresholds: Mapped[dict] = mapped_column(JSON)
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class RunAlarmRow(Base):
+    """An alarm raised on a run: once per (run, rule, subject), the first time its rule held."""
+
+    __tablename__ = "run_alarms"
+    __table_args__ = (UniqueConstraint("run_id", "rule", "subject", name="uq_run_alarms"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(200))
+    rule: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(200))  # e.g. the flag's name; "" when the rule has none
+    step: Mapped[int] = mapped_column(Integer)  # the step at which it was first seen
+    raised_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    detail: Mapped[dict] = mapped_column(JSON)
 
 
 class TaskBlobRow(Base):

@@ -84,3 +84,14 @@ def test_demo_reward_rises_from_chance(live_server, tmp_path) -> None:
         values = [summary[f"held_out/{family}/pass@{k}"] for k in (1, 2, 3, 4)]
         assert values == sorted(values) and 0.0 <= values[0] <= values[-1] <= 1.0, (family, values)
     assert summary["held_out/units_digit_held_out/pass@4"] > 0.5, summary
+    # The demo names its run: the run's series is the learning curve, with its held-out points and no alarm.
+    with live_server.client() as c:
+        run = c.get(f"/v1/runs/{summary['run_id']}").json()
+    assert [s["step"] for s in run["steps"]] == list(range(1, 61))
+    curve = [s["reward_mean"] for s in run["steps"]]
+    assert sum(curve[-10:]) / 10 == pytest.approx(last, abs=1e-6)
+    assert {p["name"] for p in run["held_out"]} == {"held-out", "demo-held-out"}
+    assert run["held_out"][-1]["step"] == 60 and run["alarms"] == [], run["alarms"]
+    # Its one-token answers are all `answer_only`: the demo told its run's alarms to ignore that flag.
+    assert "answer_only" in run["thresholds"]["flag_rate"]["ignore"]
+    assert run["steps"][-1]["flag_rates"].get("answer_only", 0) > 0.9

@@ -162,10 +162,12 @@ def plan_requests(groups: Sequence[Group], max_responses: int, max_groups: int =
     return requests
 
 
-def _body(parts: list[_Part], scale: str, eps: float) -> dict[str, Any]:
+def _body(parts: list[_Part], scale: str, eps: float, run: dict[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "groups": [p.group.payload() for p in parts]
     }
+    if run is not None:
+        body["run"] = run
     if scale in ("group", "none"):  # the service scales per group or not at all; `batch` is the trainer's job
         body["advantage"] = {"scale": scale, "eps": eps}
     return body
@@ -222,6 +224,7 @@ class _Base:
         retry: RetryPolicy | None = None,
         scale: str = "group",
         eps: float = 1e-4,
+        run_id: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -234,16 +237,29 @@ class _Base:
         # Only used to recompute statistics of a group the client split over requests.
         self.scale, self.eps = scale, eps
         self.stats = ClientStats()
+        # The training run every request names (`run: {id, step}`), once a loop has set the step.
+        self.run_id = run_id
+        self.step: int | None = None
+
+    def at_step(self, step: int) -> None:
+        """The trainer's global step: later requests are logged under (run_id, step)."""
+        self.step = step
+
+    def run_tag(self) -> dict[str, Any] | None:
+        if self.run_id is None or self.step is None:
+            return None
+        return {"id": self.run_id, "step": self.step}
 
     def _plan(self, groups: Sequence[Group]) -> list[list[_Part]]:
         return plan_requests(groups, self.max_responses_per_request, self.max_groups_per_request, self.max_group_size)
 
-    @staticmethod
-    def _verify_body(verifier: str, response: str, task: dict[str, Any] | None, task_id: str | None,
+    def _verify_body(self, verifier: str, response: str, task: dict[str, Any] | None, task_id: str | None,
                      request_id: str | None) -> dict[str, Any]:
         ref = Group(verifier=verifier, task=task, task_id=task_id, responses=[response]).task_ref()
         # /v1/verify is idempotent by request_id: a retry with the same id returns the logged result.
-        return {"verifier": verifier, **ref, "response": response, "request_id": request_id or uuid.uuid4().hex}
+        body = {"verifier": verifier, **ref, "response": response, "request_id": request_id or uuid.uuid4().hex}
+        run = self.run_tag()
+        return body if run is None else {**body, "run": run}
 
     def _classify(self, resp: httpx.Response) -> dict[str, Any] | None:
         """Parsed JSON of a success, None if the status is retryable; raises otherwise."""
@@ -336,7 +352,7 @@ class RewardClient(_Base):
         plan = self._plan(groups)
 
         def send(parts: list[_Part]) -> list[GroupResult]:
-            data, reason = self._post("/v1/groups", _body(parts, self.scale, self.eps))
+            data, reason = self._post("/v1/groups", _body(parts, self.scale, self.eps, self.run_tag()))
             if data is None:
                 return _failed(parts, reason, f"request failed after {self.retry.max_attempts} attempts")
             return _parse_groups(parts, data)
@@ -358,12 +374,24 @@ class RewardClient(_Base):
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result
 
+    def set_run_thresholds(self, thresholds: dict[str, Any]) -> dict[str, Any]:
+        """Set this run's alarm thresholds (PUT /v1/runs/{run_id}/thresholds, `audit` scope): any
+        part of them, e.g. `{"flag_rate": {"ignore": ["truncated", "answer_only"]}}`."""
+        if self.run_id is None:
+            raise ValueError("set_run_thresholds needs a client made with run_id=")
+        resp = self._http.put(f"/v1/runs/{self.run_id}/thresholds", json=thresholds)
+        if resp.status_code != 200:
+            raise RewardRequestError(resp.status_code, resp.text)
+        return resp.json()
+
     def evaluate(self, name: str, checkpoint: str, families: dict[str, Iterable[GroupLike]]) -> dict[str, Any]:
         """A held-out evaluation run (POST /v1/evals): each family's tasks with n responses
         each. Returns the report: {"id", "name", "checkpoint", "families": {NAME: REPORT},
         "overall": REPORT}, REPORT with pass_at_k, maj_at_k, mean_reward, ..."""
         body = {"name": name, "checkpoint": checkpoint,
                 "families": {family: [g.payload() for g in _as_groups(groups)] for family, groups in families.items()}}
+        if self.run_tag() is not None:  # the run's page shows it at this step
+            body["run"] = self.run_tag()
         data, reason = self._post("/v1/evals", body)
         if data is None:
             raise RewardError(f"evaluation request failed after {self.retry.max_attempts} attempts: {reason}")
@@ -416,7 +444,7 @@ class AsyncRewardClient(_Base):
         plan = self._plan(groups)
 
         async def send(parts: list[_Part]) -> list[GroupResult]:
-            data, reason = await self._post("/v1/groups", _body(parts, self.scale, self.eps))
+            data, reason = await self._post("/v1/groups", _body(parts, self.scale, self.eps, self.run_tag()))
             if data is None:
                 return _failed(parts, reason, f"request failed after {self.retry.max_attempts} attempts")
             return _parse_groups(parts, data)

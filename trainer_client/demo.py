@@ -19,13 +19,14 @@ import json
 import random
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import torch
 
 from trainer_client.client import RewardClient
 from trainer_client.loop import GRPOTrainer, TaskItem, TrainConfig, load_tasks
-from trainer_client.results import Generation
+from trainer_client.results import Generation, RewardRequestError
 from trainer_client.tiny import build_model, build_tokenizer
 
 ALPHABET = "0123456789%="
@@ -61,6 +62,19 @@ def held_out_eval(trainer: GRPOTrainer, client: RewardClient, trained: list[Task
     return client.evaluate("demo-held-out", f"step-{step}", groups)
 
 
+# The demo's answers are one token by design: every response is flagged `answer_only`, which
+# this run's alarms need not watch. The other rules keep their defaults.
+RUN_THRESHOLDS = {"flag_rate": {"ignore": ["truncated", "answer_only"]}}
+
+
+def watch_run(client: RewardClient) -> None:
+    """Tell the service what this run's alarms should ignore (needs a key with `audit`)."""
+    try:
+        client.set_run_thresholds(RUN_THRESHOLDS)
+    except RewardRequestError as exc:
+        print(f"run thresholds not set ({exc}); alarms use the defaults", file=sys.stderr)
+
+
 def write_jsonl(path: Path, items: list[TaskItem]) -> None:
     path.write_text("".join(item.model_dump_json(exclude_none=True) + "\n" for item in items))
 
@@ -78,13 +92,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=1)
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--run-id", default=None, help="the run's name in Assay (default: demo-<seed>-<random>)")
     p.add_argument("--beta", type=float, default=0.0)
     p.add_argument("--loss-type", default="dapo", choices=["grpo", "bnpo", "dr_grpo", "dapo"])
     p.add_argument("--threads", type=int, default=1, help="torch threads (the service needs the other cores)")
     return p.parse_args(argv)
 
 
-def run(args: argparse.Namespace) -> dict[str, float]:
+def run(args: argparse.Namespace) -> dict[str, object]:
     torch.set_num_threads(args.threads)
     out = Path(args.output_dir or tempfile.mkdtemp(prefix="assay-demo-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -100,14 +115,18 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         metrics_out=args.metrics_out, output_dir=str(out / "checkpoints") if args.output_dir else None,
         seed=args.seed,
     )
-    with RewardClient(args.service, args.api_key, max_concurrency=2) as client:
+    run_id = args.run_id or f"demo-{args.seed}-{uuid.uuid4().hex[:8]}"
+    with RewardClient(args.service, args.api_key, max_concurrency=2, run_id=run_id) as client:
+        watch_run(client)
         trainer = GRPOTrainer(model, tokenizer, client, config, load_tasks(out / "train.jsonl"),
                               load_tasks(out / "eval.jsonl"))
         history = trainer.train()
         report = held_out_eval(trainer, client, held_out, args.seed, len(history))
     k = max(1, min(5, len(history) // 4))
     evals = [h for h in history if "eval/reward" in h]
-    summary = {
+    summary: dict[str, object] = {
+        "run_id": run_id,
+        "run_page": f"{args.service.rstrip('/')}/ui/runs/{run_id}",
         "steps": float(len(history)),
         "reward_first": sum(h["reward"] for h in history[:k]) / k,
         "reward_last": sum(h["reward"] for h in history[-k:]) / k,

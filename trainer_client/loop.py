@@ -198,6 +198,9 @@ class GRPOTrainer:
         t1 = time.monotonic()
         g = cfg.group_size
         groups = [t.group(batch["texts"][i * g : (i + 1) * g]) for i, t in enumerate(tasks)]
+        at_step = getattr(self.scorer, "at_step", None)
+        if at_step is not None:  # the reward service logs this step's records under the run
+            at_step(step)
         results = self.scorer.score_groups(groups)
         t2 = time.monotonic()
 
@@ -286,18 +289,30 @@ class GRPOTrainer:
         if not tasks:
             return {}
         batch = self.generate([t.prompt for t in tasks], 1, greedy=True)
-        results = self.scorer.score_groups([t.group([txt]) for t, txt in zip(tasks, batch["texts"], strict=True)])
-        flat = [g.results[0] for g in results]
-        ok = [r for r in flat if not r.is_error]
-        out = {
-            "eval/reward": sum(r.reward or 0.0 for r in ok) / max(1, len(ok)),
-            "eval/accuracy": sum(r.verdict == "correct" for r in ok) / max(1, len(ok)),
-            "eval/errors": float(len(flat) - len(ok)),
-        }
+        groups = [t.group([txt]) for t, txt in zip(tasks, batch["texts"], strict=True)]
+        if getattr(self.scorer, "run_id", None) is not None and hasattr(self.scorer, "evaluate"):
+            out = self._evaluate_on_run(groups)
+        else:
+            flat = [g.results[0] for g in self.scorer.score_groups(groups)]
+            ok = [r for r in flat if not r.is_error]
+            out = {
+                "eval/reward": sum(r.reward or 0.0 for r in ok) / max(1, len(ok)),
+                "eval/accuracy": sum(r.verdict == "correct" for r in ok) / max(1, len(ok)),
+                "eval/errors": float(len(flat) - len(ok)),
+            }
         stats = getattr(self.scorer, "stats", None)
         if stats is not None:  # the evaluation's own service calls, apart from the step's
             out.update({f"eval/{k}": v for k, v in stats.take().items()})
         return out
+
+    def _evaluate_on_run(self, groups: list[Group]) -> dict[str, float]:
+        """A scorer that names a run gets a held-out evaluation (POST /v1/evals) tagged with the
+        run and step, so the run's page shows held-out pass@1 beside the training reward and
+        the evaluation's records stay out of the training series."""
+        step = getattr(self.scorer, "step", None)
+        report = self.scorer.evaluate("held-out", f"step-{step}", {"held_out": groups})["overall"]  # type: ignore[attr-defined]
+        return {"eval/reward": report["mean_reward"] or 0.0, "eval/accuracy": report["pass_at_k"].get("1", 0.0),
+                "eval/errors": float(round((report["error_rate"] or 0.0) * report["n_responses"]))}
 
     def save(self, tag: str) -> Path | None:
         if not self.cfg.output_dir:

@@ -108,7 +108,8 @@ async def finish(env_id: str, body: FinishRequest, request: Request,
     opened = OpenEnv(**row.opened)
     verify = VerifyRequest(verifier=VERIFIER, task=opened.task, task_id=opened.task_id,
                            response=dumps_trace(row.calls, body.final_message), request_id=body.request_id,
-                           evidence="feedback")  # what an agent loop shows the policy
+                           evidence="feedback",  # what an agent loop shows the policy
+                           run=body.run or opened.run)
     try:
         result: VerifyResult = await request.app.state.engine.verify(verify, caller)
     except BaseException:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from service.auth import Caller, require_scope
 from service.config import Settings
 from service.packing import check_fits, pack
-from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn, TaskRef, UnicodeText
+from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn, RunTag, TaskRef, UnicodeText
 from service.validation import check_length, current_limits
 from trainer_client.grouping import consecutive_runs
 
@@ -42,6 +42,7 @@ class OpenRLHFRequest(UnicodeText):
     prompts: list[str] | None = Field(None, description="The prompts, to cut the response out of each query.")
     labels: list[Any] = Field(
         description="Per sample: the answer (math), or a JSON object {task_id} or {verifier, task}.")
+    run: RunTag | None = Field(None, description="The training run and step (or the `run_id`/`run_step` query).")
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +109,18 @@ def checked_task(spec: dict[str, Any], index: int) -> dict[str, Any]:
     return spec
 
 
+def _run_of(run_id: str | None, run_step: int | None) -> RunTag | None:
+    """The run from the query string (OpenRLHF sets only the URL): both or neither."""
+    if run_id is None and run_step is None:
+        return None
+    if run_id is None or run_step is None:
+        raise HTTPException(422, "run_id, run_step: give both or neither")
+    try:
+        return RunTag(id=run_id, step=run_step)
+    except ValidationError as exc:
+        raise HTTPException(422, f"run_id: {exc.errors()[0]['msg']}") from None
+
+
 Chunk = list[tuple[dict[str, Any], list[int]]]
 
 
@@ -127,8 +140,11 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
                    verifier: str = Query("math", description="Verifier for plain-answer labels."),
                    error_policy: Literal["zero", "raise"] = Query(
                        "zero", description="`error` verdicts: reward 0 (counted in extra_logs.error) or HTTP 503."),
+                   run_id: str | None = Query(None, max_length=200, description="The training run (with `run_step`)."),
+                   run_step: int | None = Query(None, ge=0, le=2**31 - 1, description="The trainer's global step."),
                    caller: Caller = Depends(_caller)) -> OpenRLHFResponse:
     """Score a batch of OpenRLHF queries with Assay."""
+    run = body.run or _run_of(run_id, run_step)
     n = len(body.query)
     for name in ("prompts", "labels"):
         value = getattr(body, name)
@@ -141,11 +157,12 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
     # OpenRLHF retries without an idempotency key: the body itself identifies a retry.
     base_key = "openrlhf:" + hashlib.sha256(
         json.dumps([[q if isinstance(q, str) else q.model_dump() for q in body.query], body.prompts, body.labels,
-                    verifier], default=str).encode()).hexdigest()
+                    verifier, *([run.model_dump()] if run else [])], default=str).encode()).hexdigest()
     results: list[Any] = [None] * n
     chunks = _chunks(specs, engine.settings)
     for ci, chunk in enumerate(chunks):
-        req = GroupsRequest(groups=[GroupSpec(**spec, responses=[responses[i] for i in idx]) for spec, idx in chunk])
+        req = GroupsRequest(groups=[GroupSpec(**spec, responses=[responses[i] for i in idx]) for spec, idx in chunk],
+                            run=run)
         answer = await engine.groups(req, caller, f"{base_key}:{ci}")
         for (_, idx), group in zip(chunk, answer.groups, strict=True):
             if group.error is not None:

@@ -10,6 +10,7 @@ import time
 from fastapi import FastAPI, Request
 
 from service.ui.pages import NotSignedIn, router, to_sign_in
+from service.ui.run_pages import router as run_router
 
 # No inline script or style, nothing from another origin; pages may not be framed.
 CONTENT_SECURITY_POLICY = (
@@ -26,6 +27,7 @@ _HEADERS = {
 
 def install(app: FastAPI) -> None:
     app.include_router(router)
+    app.include_router(run_router)
     app.add_exception_handler(NotSignedIn, to_sign_in)
 
     @app.middleware("http")

@@ -63,6 +63,8 @@ class RecordFilter(QueryForm):
     key: str | None = Field(None, max_length=64, description="The caller's API key id.")
     label: LabelFilter | None = Field(None, description="The record's latest label; `none`: not labelled yet.")
     eval: str | None = Field(None, max_length=32, description="Records of this evaluation run.")
+    run: str | None = Field(None, max_length=200, description="Records of this training run.")
+    step: int | None = Field(None, ge=0, description="With `run`: records of this step.")
     since: datetime | None = None
     until: datetime | None = None
     sort: Sort = "newest"
@@ -81,7 +83,7 @@ class RecordFilter(QueryForm):
 def apply_filter(store: AuditStore, stmt: Select, f: RecordFilter) -> Select:
     for column, value in ((RecordRow.verifier, f.verifier), (RecordRow.verdict, f.verdict),
                           (RecordRow.group_id, f.group), (RecordRow.caller_key_id, f.key),
-                          (RecordRow.eval_id, f.eval)):
+                          (RecordRow.eval_id, f.eval), (RecordRow.run_id, f.run), (RecordRow.run_step, f.step)):
         if value is not None:
             stmt = stmt.where(column == value)
     if f.task is not None:

@@ -31,6 +31,27 @@ def default_task_builder(verifier: str = "math") -> TaskBuilder:
     return build
 
 
+def trainer_step(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> int | None:
+    """The trainer's global step from what it passed: TRL's `trainer_state.global_step`, or a
+    `global_step`/`global_steps` keyword or extra_info key (verl's meta_info name)."""
+    state = kwargs.get("trainer_state")
+    if state is not None and isinstance(getattr(state, "global_step", None), int):
+        return int(state.global_step)
+    for source in (kwargs, extra or {}):
+        for name in ("global_step", "global_steps"):
+            value = source.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+    return None
+
+
+def tag_step(client: Any, kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    """Set the client's step (its requests then carry `run: {id, step}`) when the trainer gave one."""
+    step = trainer_step(kwargs, extra)
+    if step is not None and getattr(client, "run_id", None) is not None:
+        client.at_step(step)
+
+
 def completion_text(completion: Any) -> str:
     """A TRL completion: plain text, or a conversation whose last message is the answer."""
     if isinstance(completion, str):

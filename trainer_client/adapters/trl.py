@@ -4,6 +4,8 @@ TRL calls a reward function with `prompts`, `completions`, `completion_ids` and 
 dataset column as keyword lists, and accepts `None` for "no reward for this sample" (it
 becomes NaN and is ignored), which is how an `error` verdict is dropped by default. The
 whole batch goes to Assay in one `/v1/groups` request (up to the client's request bound).
+A client made with `run_id=` tags the requests with `run: {id, step}`, the step being the
+`trainer_state.global_step` TRL passes.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from trainer_client.adapters.common import TaskBuilder, completion_text, default_task_builder, to_groups
+from trainer_client.adapters.common import TaskBuilder, completion_text, default_task_builder, tag_step, to_groups
 from trainer_client.client import AsyncRewardClient, RewardClient
 from trainer_client.results import ErrorPolicy, GroupResult
 
@@ -63,6 +65,7 @@ def assay_reward_func(client: RewardClient, *, verifier: str = "math", task_buil
         if not completions:
             return []
         groups, index = _prepare(prompts, completions, kwargs, build)
+        tag_step(client, kwargs)  # TRL passes trainer_state: records go under (client.run_id, global_step)
         return _scatter(client.score_groups(groups), index, len(completions), policy, kwargs, name)
 
     reward.__name__ = name  # TRL logs rewards/<__name__>/mean
@@ -82,6 +85,7 @@ def assay_async_reward_func(client: AsyncRewardClient, *, verifier: str = "math"
         if not completions:
             return []
         groups, index = _prepare(prompts, completions, kwargs, build)
+        tag_step(client, kwargs)
         return _scatter(await client.score_groups(groups), index, len(completions), policy, kwargs, name)
 
     reward.__name__ = name

@@ -5,7 +5,10 @@ verl imports the function by path, so the module-level functions read the servic
 `ASSAY_URL` and `ASSAY_API_KEY` (and `ASSAY_ERROR_POLICY`). verl needs a float for every
 sample and the same extra keys every time, so an `error` verdict cannot be dropped here:
 policy `zero` (default) scores it 0 and marks it with `error: 1.0` so it is counted in
-verl's logs, never hidden; `raise` stops the step.
+verl's logs, never hidden; `raise` stops the step. With `ASSAY_RUN_ID` set, requests carry
+`run: {id, step}`, the step taken from a `global_step`/`global_steps` keyword or extra_info
+key (verl's reward managers pass none by default: add it to extra_info, or call
+`default_scorer().client.at_step(step)` from the trainer).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from trainer_client.adapters.common import to_groups
+from trainer_client.adapters.common import tag_step, to_groups
 from trainer_client.client import RewardClient
 from trainer_client.results import ErrorPolicy, Group, ResponseResult
 
@@ -53,14 +56,17 @@ class VerlScorer:
         }
 
     def compute_score(self, data_source: str, solution_str: str, ground_truth: Any,
-                      extra_info: dict[str, Any] | None = None, **_: Any) -> dict[str, float]:
+                      extra_info: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, float]:
         ref = self.task_ref(data_source, ground_truth, extra_info)
+        tag_step(self.client, kwargs, extra_info)
         result = self.client.score_groups([Group(**ref, responses=[solution_str])])[0].results[0]
         return self._dict(result)
 
     def compute_score_batch(self, data_sources: list[str], solution_strs: list[str], ground_truths: list[Any],
-                            extra_infos: list[dict[str, Any] | None] | None = None, **_: Any) -> list[dict[str, float]]:
+                            extra_infos: list[dict[str, Any] | None] | None = None,
+                            **kwargs: Any) -> list[dict[str, float]]:
         extras = extra_infos or [None] * len(solution_strs)
+        tag_step(self.client, kwargs, extras[0] if extras else None)
         refs = [self.task_ref(d, g, e) for d, g, e in zip(data_sources, ground_truths, extras, strict=True)]
         groups, index = to_groups(refs, list(solution_strs))
         out: list[dict[str, float]] = [{} for _ in solution_strs]
@@ -78,7 +84,7 @@ def default_scorer() -> VerlScorer:
     global _default
     if _default is None:
         url = os.environ.get("ASSAY_URL", "http://127.0.0.1:8000")
-        client = RewardClient(url, os.environ.get("ASSAY_API_KEY"))
+        client = RewardClient(url, os.environ.get("ASSAY_API_KEY"), run_id=os.environ.get("ASSAY_RUN_ID") or None)
         _default = VerlScorer(client, default_verifier=os.environ.get("ASSAY_VERIFIER", "math"),
                               error_policy=os.environ.get("ASSAY_ERROR_POLICY", "zero"))
     return _default

@@ -1,0 +1,291 @@
+"""Training runs: per-run, per-step series computed by the database from the records.
+
+A record belongs to a run when its request carried `run: {id, step}`. Training records are
+the run's records outside held-out evaluations (`eval_id` null); held-out points are the
+evaluation runs whose records carry the run. Every figure is a GROUP BY over the index
+(run_id, run_step) — a handful of queries per run, whatever its size; Python only turns
+sums into means and per-task counts into pass@k / maj@k.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict, defaultdict
+from typing import Any
+
+from sqlalchemy import String, and_, case, cast, distinct, func, literal, select, true
+from sqlalchemy.dialects.postgresql import JSONB
+
+from service.eval_metrics import Vote, maj_at_k, pass_at_k
+from service.run_schemas import HeldOut, LengthBucket, RunStep, RunSummary
+from service.store import AuditStore, EvalRow, RecordRow, RunAlarmRow
+
+NO_ANSWER = "(no answer)"
+QUARTERS = 4
+KS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _flag_elements(store: AuditStore) -> Any:
+    if store.engine.dialect.name == "postgresql":
+        return func.jsonb_array_elements_text(cast(RecordRow.flags, JSONB)).table_valued("value").lateral()
+    return func.json_each(RecordRow.flags).table_valued("value")
+
+
+def answer_key() -> Any:
+    """A response's answer for diversity and maj@k, per family, from what evidence holds:
+    math's normalised (else extracted) answer; code's test outcome (verdict and tests passed);
+    otherwise the response's hash. A response with no answer (`invalid_format`) is one answer."""
+    evidence = RecordRow.evidence
+    code = RecordRow.verdict + literal(":") + func.coalesce(evidence["passed"].as_string(), literal(""))
+    return case(
+        (RecordRow.verdict == "invalid_format", literal(NO_ANSWER)),
+        else_=func.coalesce(evidence["answer_normalised"].as_string(), evidence["extracted"].as_string(),
+                            case((RecordRow.verifier == "code", code), else_=cast(RecordRow.response_hash, String))),
+    )
+
+
+def length_of() -> Any:
+    """A response's length: tokens where the trainer sent them, else characters."""
+    return func.coalesce(RecordRow.tokens, func.length(RecordRow.response))
+
+
+def _training(run_id: str) -> Any:
+    return and_(RecordRow.run_id == run_id, RecordRow.eval_id.is_(None))
+
+
+def _count_if(condition: Any) -> Any:
+    return func.sum(case((condition, 1), else_=0))
+
+
+def list_runs(store: AuditStore, limit: int = 200) -> list[RunSummary]:
+    """Runs by name, with their record counts and step range (an index-only scan on Postgres)."""
+    with store.db() as s:
+        rows = s.execute(select(RecordRow.run_id, func.count(), func.min(RecordRow.run_step),
+                                func.max(RecordRow.run_step))
+                         .where(RecordRow.run_id.is_not(None)).group_by(RecordRow.run_id)
+                         .order_by(RecordRow.run_id).limit(limit)).all()
+        alarms = dict(s.execute(select(RunAlarmRow.run_id, func.count()).group_by(RunAlarmRow.run_id)).all())
+    return [RunSummary(id=run, records=n, first_step=lo, last_step=hi, alarms=alarms.get(run, 0))
+            for run, n, lo, hi in rows]
+
+
+def run_records(store: AuditStore, run_id: str) -> tuple[int, int | None, int | None]:
+    with store.db() as s:
+        n, lo, hi = s.execute(select(func.count(), func.min(RecordRow.run_step), func.max(RecordRow.run_step))
+                              .where(RecordRow.run_id == run_id)).one()
+    return n, lo, hi
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+class StepCache:
+    """Computed steps, kept while their records are unchanged. Records are append-only, so a
+    step's (record count, last seq) — read from the index (run_id, run_step, seq) — says
+    whether anything was added to it; only such steps are computed again (normally the
+    step the trainer is at). Per process, for the `max_runs` runs read last."""
+
+    def __init__(self, max_runs: int = 64) -> None:
+        self.max_runs = max_runs
+        self._runs: OrderedDict[tuple[str, str], dict[int, tuple[tuple[int, int], RunStep]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> dict[int, tuple[tuple[int, int], RunStep]]:
+        with self._lock:
+            found = self._runs.get(key, {})
+            if key in self._runs:
+                self._runs.move_to_end(key)
+            return dict(found)
+
+    def put(self, key: tuple[str, str], value: dict[int, tuple[tuple[int, int], RunStep]]) -> None:
+        with self._lock:
+            self._runs[key] = value
+            self._runs.move_to_end(key)
+            while len(self._runs) > self.max_runs:
+                self._runs.popitem(last=False)
+
+
+CACHE = StepCache()
+# Past this many changed steps, one query over the whole run is cheaper than an IN list.
+MAX_STALE_LISTED = 200
+
+
+def steps(store: AuditStore, run_id: str, cache: StepCache | None = CACHE) -> list[RunStep]:
+    """The run's training series, one entry per step (steps unchanged since the last read come
+    from the cache)."""
+    if cache is None:
+        return compute_steps(store, run_id)
+    with store.db() as s:
+        marks = {st: (n, last) for st, n, last in s.execute(
+            select(RecordRow.run_step, func.count(), func.max(RecordRow.seq))
+            .where(RecordRow.run_id == run_id).group_by(RecordRow.run_step)).all()}
+    key = (str(store.engine.url), run_id)
+    known = {st: entry for st, entry in cache.get(key).items() if st in marks}
+    stale = sorted(st for st, mark in marks.items() if st not in known or known[st][0] != mark)
+    if stale:
+        fresh = compute_steps(store, run_id, stale if len(stale) <= MAX_STALE_LISTED else None)
+        by_step = {x.step: x for x in fresh}
+        for st in stale:
+            if st in by_step:
+                known[st] = (marks[st], by_step[st])
+            else:  # only held-out records at this step: nothing to show in the training series
+                known.pop(st, None)
+        cache.put(key, known)
+    return [known[st][1] for st in sorted(known)]
+
+
+def compute_steps(store: AuditStore, run_id: str, only: list[int] | None = None) -> list[RunStep]:
+    """The training series of the run (of the steps in `only`, when given), from the database."""
+    cond = _training(run_id)
+    if only is not None:
+        cond = and_(cond, RecordRow.run_step.in_(only))
+    judged = and_(RecordRow.verdict != "error", RecordRow.masked.is_(False))
+    judged_reward = case((judged, RecordRow.reward))
+    step = RecordRow.run_step
+    with store.db() as s:
+        base = s.execute(select(
+            step, func.count(), func.count(judged_reward), func.sum(judged_reward),
+            func.sum(judged_reward * judged_reward),
+            _count_if(RecordRow.verdict == "correct"), _count_if(RecordRow.verdict == "error"),
+            _count_if(RecordRow.verdict == "timeout"), _count_if(RecordRow.finish_reason == "length"),
+            func.count(RecordRow.tokens), func.sum(RecordRow.tokens), func.avg(func.length(RecordRow.response)),
+        ).where(cond).group_by(step)).all()
+        # Per group: zero variance, distinct answers (`error` left out); then per step.
+        per_group = (select(step.label("step"),
+                            func.count(distinct(case((RecordRow.verdict != "error", answer_key())))).label("answers"),
+                            func.max(case((RecordRow.group_zero_variance.is_(True), 1), else_=0)).label("zero"))
+                     .where(cond, RecordRow.group_id.is_not(None))
+                     .group_by(step, RecordRow.group_id).subquery())
+        groups = {st: (n, zero, answers) for st, n, zero, answers in s.execute(
+            select(per_group.c.step, func.count(), func.sum(per_group.c.zero),
+                   func.avg(case((per_group.c.answers > 0, per_group.c.answers))))
+            .group_by(per_group.c.step)).all()}
+        flag = _flag_elements(store)
+        # Most records carry no flag: skip them before their JSON is expanded.
+        flagged = cast(RecordRow.flags, String) != "[]"
+        flags = s.execute(select(step, flag.c.value, func.count()).select_from(RecordRow).join(flag, true())
+                          .where(cond, flagged).group_by(step, flag.c.value)).all()
+        by_length = _length_quarters(s, cond)
+    flag_counts: dict[int, dict[str, int]] = defaultdict(dict)
+    for st, name, count in flags:
+        flag_counts[st][str(name)] = count
+    out = []
+    for (st, n, n_judged, r_sum, r_sq, correct, errors, timeouts, truncated, n_tokens, tok_sum,
+         mean_chars) in base:
+        n_groups, zero_groups, distinct_answers = groups.get(st, (0, 0, None))
+        mean = r_sum / n_judged if n_judged else None
+        std = None
+        if n_judged and n_judged > 1:
+            std = math.sqrt(max(0.0, (r_sq - n_judged * mean * mean) / (n_judged - 1)))
+        out.append(RunStep(
+            step=st, n=n, groups=n_groups, reward_mean=mean, reward_std=std,
+            correct_rate=correct / (n - errors) if n > errors else None,
+            zero_variance_share=zero_groups / n_groups if n_groups else None,
+            distinct_answers=float(distinct_answers) if distinct_answers is not None else None,
+            flag_rates={name: c / n for name, c in sorted(flag_counts.get(st, {}).items())},
+            mean_tokens=tok_sum / n_tokens if n_tokens else None,
+            mean_chars=float(mean_chars) if mean_chars is not None else None,
+            tokens_per_correct=tok_sum / correct if n_tokens and correct else None,
+            truncation_rate=truncated / n, error_rate=errors / n, timeout_rate=timeouts / n,
+            by_length=by_length.get(st, []),
+        ))
+    return sorted(out, key=lambda x: x.step)
+
+
+def _length_quarters(s: Any, cond: Any) -> dict[int, list[LengthBucket]]:
+    """Per step, its responses in quarters by length (a window function), with error and timeout rates."""
+    length = length_of()
+    ranked = (select(RecordRow.run_step.label("step"), RecordRow.verdict.label("verdict"), length.label("length"),
+                     func.ntile(QUARTERS).over(partition_by=RecordRow.run_step, order_by=length).label("quarter"))
+              .where(cond, length.is_not(None)).subquery())
+    rows = s.execute(select(ranked.c.step, ranked.c.quarter, func.count(), func.min(ranked.c.length),
+                            func.max(ranked.c.length), _count_if(ranked.c.verdict == "error"),
+                            _count_if(ranked.c.verdict == "timeout"))
+                     .group_by(ranked.c.step, ranked.c.quarter)).all()
+    out: dict[int, list[LengthBucket]] = defaultdict(list)
+    for st, quarter, n, lo, hi, errors, timeouts in sorted(rows, key=lambda r: (r[0], r[1])):
+        out[st].append(LengthBucket(quarter=quarter, n=n, min_length=lo, max_length=hi, error_rate=errors / n,
+                                    timeout_rate=timeouts / n))
+    return out
+
+
+class HeldOutTasks:
+    """One held-out evaluation's per-task counts: {task: (judged, correct)} and answer votes."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}
+        self.votes: dict[str, list[Vote]] = defaultdict(list)
+
+    def pass1(self) -> dict[str, float]:
+        return {task: c / n for task, (n, c) in self.counts.items() if n}
+
+
+def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
+    """The evaluations tagged with the run, by step, and each one's per-task counts (for intervals).
+    A task answered by several groups of one evaluation pools their responses."""
+    task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
+    cond = and_(RecordRow.run_id == run_id, RecordRow.eval_id.is_not(None))
+    # The answer is computed in a subquery: Postgres cannot match a GROUP BY expression with bound parameters.
+    each = (select(RecordRow.eval_id.label("eval_id"), RecordRow.run_step.label("step"), task.label("task"),
+                   answer_key().label("answer"), RecordRow.verdict.label("verdict"), RecordRow.reward.label("reward"))
+            .where(cond, RecordRow.verdict != "error").subquery())
+    with store.db() as s:
+        rows = s.execute(select(each.c.eval_id, func.min(each.c.step), each.c.task, each.c.answer, func.count(),
+                                _count_if(each.c.verdict == "correct"), func.sum(each.c.reward))
+                         .group_by(each.c.eval_id, each.c.task, each.c.answer)).all()
+        totals = dict(s.execute(select(RecordRow.eval_id, func.count()).where(cond)
+                                .group_by(RecordRow.eval_id)).all())
+        meta = {r.id: r for r in s.scalars(select(EvalRow).where(EvalRow.id.in_(list(totals))))} if totals else {}
+    tasks: dict[str, HeldOutTasks] = defaultdict(HeldOutTasks)
+    step_of: dict[str, int] = {}
+    rewards: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for eval_id, st, task_key, answer, n, correct, reward_sum in rows:
+        step_of[eval_id] = min(st, step_of.get(eval_id, st))
+        entry = tasks[eval_id]
+        counts = entry.counts.setdefault(str(task_key), [0, 0])
+        counts[0] += n
+        counts[1] += correct
+        # One vote per response; an answer class is as correct as its members were judged.
+        vote = None if answer == NO_ANSWER else str(answer)
+        entry.votes[str(task_key)] += [Vote(vote, i < correct) for i in range(n)]
+        rewards[eval_id][0] += reward_sum or 0.0
+        rewards[eval_id][1] += n
+    points = []
+    for eval_id, entry in tasks.items():
+        counted = [(key, n, c) for key, (n, c) in entry.counts.items() if n]
+        ks = [k for k in KS if counted and k <= min(n for _, n, _ in counted)]
+        run = meta.get(eval_id)
+        points.append(HeldOut(
+            step=step_of[eval_id], eval_id=eval_id, name=run.name if run else None,
+            checkpoint=run.checkpoint if run else None, n_tasks=len(entry.counts), n_responses=totals.get(eval_id, 0),
+            pass_at_k={str(k): sum(pass_at_k(n, c, k) for _, n, c in counted) / len(counted) for k in ks},
+            maj_at_k={str(k): sum(maj_at_k(entry.votes[key], k) for key, _, _ in counted) / len(counted) for k in ks},
+            mean_reward=rewards[eval_id][0] / rewards[eval_id][1] if rewards[eval_id][1] else None,
+        ))
+    return sorted(points, key=lambda p: (p.step, p.eval_id)), dict(tasks)
+
+
+def examples(store: AuditStore, run_id: str, where: list[Any], order: Any = None,
+             limit: int = 5) -> tuple[list[dict[str, Any]], list[str]]:
+    """Records to read behind an alarm — the first by `order` (else the earliest step) of as many
+    different tasks as there are, `limit` of them — and the tasks with the most such records."""
+    task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
+    cond = and_(RecordRow.run_id == run_id, *where)
+    ordering = [*([order] if order is not None else []), RecordRow.run_step, RecordRow.seq]
+    ranked = (select(RecordRow.id.label("id"), RecordRow.run_step.label("step"), task.label("task"),
+                     RecordRow.verdict.label("verdict"), RecordRow.reward.label("reward"),
+                     RecordRow.group_id.label("group_id"),
+                     func.row_number().over(order_by=ordering).label("at"),
+                     func.row_number().over(partition_by=task, order_by=ordering).label("in_task"))
+              .where(cond).subquery())
+    with store.db() as s:
+        rows = s.execute(select(ranked.c.id, ranked.c.step, ranked.c.task, ranked.c.verdict, ranked.c.reward,
+                                ranked.c.group_id)
+                         .order_by(ranked.c.in_task, ranked.c.at).limit(limit)).all()
+        tasks = s.execute(select(task, func.count()).where(cond).group_by(task)
+                          .order_by(func.count().desc(), task).limit(limit)).all()
+    found = [{"record_id": r[0], "step": r[1], "task": r[2], "verdict": r[3], "reward": r[4], "group_id": r[5]}
+             for r in rows]
+    return found, [str(t) for t, _ in tasks]
