@@ -37,7 +37,8 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     "api_keys": APPEND_ONLY,
     "key_revocations": APPEND_ONLY,  # issue 22: revocation is an event, never an UPDATE
     "idempotency": APPEND_ONLY,
-    "run_thresholds": APPEND_ONLY,  # issue 26: a newer row supersedes
+    # issue 26: alarm settings of a run, changed in place (they decide alarms, never a reward).
+    "run_thresholds": frozenset({"SELECT", "INSERT", "UPDATE"}),
     "run_alarms": APPEND_ONLY,
     "env_sessions": WORKING_STATE,
     "ui_sessions": frozenset({"SELECT", "INSERT", "DELETE"}),
