@@ -25,6 +25,7 @@ from service.logs import RequestLog
 from service.metrics import Metrics
 from service.openapi import add_links
 from service.schemas import TaskRegistration
+from service.signing import Signer, key_path
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
 from service.ui import install as install_viewer
 from verifiers import registry
@@ -109,7 +110,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = AuditStore(settings.database_url)
+        signer = Signer.load_or_create(key_path(settings))
+        store = AuditStore(settings.database_url, signer, **settings.chain_options())
+        app.state.signer = signer
         executor = create_executor(settings)
         # Under `ray` this replica runs no untrusted work: it has no sandbox of its own.
         sandbox = executor.sandbox if isinstance(executor, LocalExecutor) else None
@@ -131,7 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 for name in registry.names():
                     registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
             executor.close()
-            store.engine.dispose()
+            store.close()
 
     app = FastAPI(
         title="Assay",

@@ -19,7 +19,7 @@ from service.inspection_schemas import (
     FamilyComparison,
     TokenBucket,
 )
-from service.schemas import GroupsRequest
+from service.schemas import GroupsRequest, Receipt
 from service.store import AuditStore, EvalRow, RecordRow
 
 FALSE_STEP = "false_step"
@@ -45,6 +45,7 @@ class TaskSample:
 async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
     eval_id = uuid.uuid4().hex
     layout: dict[str, list[str]] = {}
+    receipts: list[Receipt] = []
     # Every task is resolved before anything runs, so a bad task is a 4xx and logs nothing.
     for specs in body.families.values():
         for spec in specs:
@@ -56,9 +57,10 @@ async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
             chunk = [spec.model_copy(update={"group_id": uuid.uuid4().hex}) for spec in specs[start:start + step]]
             answer = await engine.groups(GroupsRequest(groups=chunk), caller, eval_id=eval_id)
             group_ids += [g.group_id for g in answer.groups]
+            receipts += [r.receipt for g in answer.groups for r in g.results if r.receipt is not None]
     engine.store.add_eval(EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint,
                                   caller_key_id=caller.key_id, layout=layout))
-    return eval_report(engine.store, eval_id)
+    return eval_report(engine.store, eval_id).model_copy(update={"receipts": receipts})
 
 
 def _samples(store: AuditStore, run: EvalRow) -> dict[str, list[TaskSample]]:

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.schemas import GroupSpec, RecordOut, Verdict
+from service.schemas import GroupSpec, Receipt, RecordOut, Verdict
 
 LabelKind = Literal["agree", "disagree", "exploit"]
 
@@ -122,6 +122,9 @@ class EvalOut(BaseModel):
     created_at: datetime
     families: dict[str, EvalReport]
     overall: EvalReport
+    receipts: list[Receipt] = Field(
+        default_factory=list, description="When the run was just made (POST): the signed receipt of every record it "
+                                          "wrote, in order.")
 
 
 class Difference(BaseModel):

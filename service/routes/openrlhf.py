@@ -21,7 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.auth import Caller, require_scope
-from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn, TaskRef, UnicodeText
+from service.schemas import ErrorOut, GroupSpec, GroupsRequest, Receipt, ResponseIn, TaskRef, UnicodeText
 from trainer_client.grouping import consecutive_runs
 
 router = APIRouter(prefix="/v1", tags=["trainer adapters"])
@@ -45,6 +45,9 @@ class OpenRLHFResponse(BaseModel):
     rewards: list[float]
     scores: list[float]
     extra_logs: dict[str, list[float]]
+    receipts: list[Receipt | None] = Field(
+        default_factory=list, description="Per sample, the signed receipt of its record (None: no record, the "
+                                          "label's task was invalid). OpenRLHF ignores it; a proxy can check it.")
 
 
 def _caller(request: Request, api_key: str | None = Query(None, description="API key when no header can be sent."),
@@ -152,4 +155,5 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
         "format": [(float(r.components["format"].value) if "format" in r.components else 1.0)
                    if r is not None else 0.0 for r in results],
     }
-    return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs=logs)
+    return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs=logs,
+                            receipts=[None if r is None else r.receipt for r in results])
