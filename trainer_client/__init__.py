@@ -5,6 +5,7 @@ need torch and transformers (the `trainer` extra).
 """
 
 from trainer_client.client import AsyncRewardClient, ClientStats, RetryPolicy, RewardClient
+from trainer_client.receipts import ReceiptError, ReceiptKey
 from trainer_client.results import ErrorPolicy, Group, GroupResult, ResponseResult, RewardError, RewardRequestError
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "ErrorPolicy",
     "Group",
     "GroupResult",
+    "ReceiptError",
+    "ReceiptKey",
     "ResponseResult",
     "RetryPolicy",
     "RewardClient",
