@@ -125,11 +125,11 @@ def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | Non
     missing = [name for name in PAYLOAD_FIELDS if name not in payload]
     if missing:
         raise ReceiptError(f"{where}: the receipt's payload lacks {', '.join(missing)}")
+    if not _same_number(result.get("reward"), payload["reward"]):
+        raise ReceiptError(f"{where}: reward {result.get('reward')!r} differs from the signed {payload['reward']!r}")
     for name in ("record_id", "verifier", "verifier_version", "verdict", "task_hash"):
         if name in result and result[name] != payload[name]:
             raise ReceiptError(f"{where}: {name} {result[name]!r} differs from the signed {payload[name]!r}")
-    if not _same_number(result.get("reward"), payload["reward"]):
-        raise ReceiptError(f"{where}: reward {result.get('reward')!r} differs from the signed {payload['reward']!r}")
     got, signed = _components(result.get("components")), _components(payload["components"])
     if got.keys() != signed.keys() or any(not _same_number(got[k][0], signed[k][0]) or got[k][1] != signed[k][1]
                                           for k in signed):
