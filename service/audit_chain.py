@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Float, select
+from sqlalchemy import JSON, DateTime, Float, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -51,33 +51,65 @@ CHAINED_TABLES: dict[str, type[Base]] = {"records": RecordRow, "labels": LabelRo
 LINK_ATTEMPTS = 5
 
 
-def _plain(value: Any, column_type: Any) -> Any:
-    """A column value as the same JSON whether it was just built or read back from either database."""
-    if isinstance(value, datetime):
-        return utc_iso(value)
-    if isinstance(column_type, JSON):
-        return json.loads(json.dumps(value, default=str))
-    if isinstance(column_type, Float) and value is not None:
-        number = float(value) + 0.0  # -0.0 and 0.0 alike (SQLite keeps no sign on a zero)
-        return number if math.isfinite(number) else repr(number)
-    return value
+@dataclass(frozen=True)
+class _Columns:
+    """What hashing needs to know of a table's columns, worked out once."""
+
+    plain: tuple[str, ...]
+    floats: frozenset[str]
+    times: frozenset[str]
+    json: tuple[str, ...]
+    defaults: tuple[tuple[str, Any, bool], ...]  # (name, value or callable, is callable)
+
+
+_COLUMNS: dict[str, _Columns] = {}
+
+
+def _columns(row: Base) -> _Columns:
+    table = row.__table__
+    found = _COLUMNS.get(table.name)
+    if found is None:
+        hashed = [c for c in table.columns if c.key not in UNHASHED]
+        found = _COLUMNS[table.name] = _Columns(
+            plain=tuple(c.key for c in hashed),
+            floats=frozenset(c.key for c in hashed if isinstance(c.type, Float)),
+            times=frozenset(c.key for c in hashed if isinstance(c.type, DateTime)),
+            json=tuple(c.key for c in hashed if isinstance(c.type, JSON)),
+            defaults=tuple((c.key, c.default.arg, bool(c.default.is_callable)) for c in hashed
+                           if c.default is not None and (c.default.is_scalar or c.default.is_callable)))
+    return found
+
+
+def _float(value: Any) -> Any:
+    number = float(value) + 0.0  # -0.0 and 0.0 alike (SQLite keeps no sign on a zero)
+    return number if math.isfinite(number) else repr(number)
+
+
+def _dumps(value: Any) -> bytes:
+    return canonical_json(value, allow_nan=True)
 
 
 def row_hash(table: str, row: Base, prev: str) -> str:
+    """The row's hash; a row about to be written must have been through `_as_stored` first."""
+    spec = _columns(row)
+    values = row.__dict__
     columns = {}
-    for column in row.__table__.columns:
-        if column.key in UNHASHED:
-            continue
-        value = getattr(row, column.key)
+    for key in spec.plain:
+        value = values.get(key)
         if value is None:
             continue
-        columns[column.key] = _plain(value, column.type)
-    return hashlib.sha256(canonical_json({"prev": prev, "row": columns, "table": table})).hexdigest()
+        if key in spec.times:
+            value = utc_iso(value)
+        elif key in spec.floats:
+            value = _float(value)
+        columns[key] = value
+    return hashlib.sha256(_dumps({"prev": prev, "row": columns, "table": table})).hexdigest()
 
 
 def task_digest(blob: TaskBlobRow) -> str:
     """What a record remembers of its task blob: SHA-256 of {"task", "verifier"} as canonical JSON."""
-    return hashlib.sha256(canonical_json({"task": _plain(blob.task, JSON()), "verifier": blob.verifier})).hexdigest()
+    task = json.loads(json.dumps(blob.task, default=str))  # as the JSON column gives it back
+    return hashlib.sha256(_dumps({"task": task, "verifier": blob.verifier})).hexdigest()
 
 
 def head_payload(head: ChainHeadRow) -> dict[str, Any]:
@@ -91,15 +123,17 @@ def head_hash(head: ChainHeadRow) -> str:
     return hashlib.sha256(canonical_json(head_payload(head))).hexdigest()
 
 
-def _defaults(row: Base) -> None:
-    """Python-side column defaults, applied now: the hash must see what the database will hold."""
-    for column in row.__table__.columns:
-        if getattr(row, column.key) is None and column.default is not None and column.key not in UNHASHED:
-            default = column.default
-            if default.is_scalar:
-                setattr(row, column.key, default.arg)
-            elif default.is_callable:
-                setattr(row, column.key, default.arg(None))
+def _as_stored(row: Base) -> None:
+    """Make the row hold what the database will hand back: Python-side column defaults applied,
+    JSON values as JSON gives them back (tuples as lists, keys as strings, in the database's order)."""
+    values = row.__dict__
+    spec = _columns(row)
+    for key, default, is_callable in spec.defaults:
+        if values.get(key) is None:
+            setattr(row, key, default(None) if is_callable else default)
+    present = {key: values[key] for key in spec.json if values.get(key) is not None}
+    for key, value in json.loads(json.dumps(present, default=str)).items():  # one round trip for all
+        setattr(row, key, value)
 
 
 @dataclass
@@ -115,7 +149,7 @@ class Lane:
         assert self.index is not None
         index, prev = self.index, self.prev
         for row in rows:
-            _defaults(row)
+            _as_stored(row)
             row.chain_id, row.chain_index, row.chain_prev = self.chain_id, index, prev
             row.chain_hash = prev = row_hash(self.table, row, prev)
             index += 1
@@ -128,18 +162,18 @@ class Lane:
 
 class ChainWriter:
     def __init__(self, units_of_work: Callable[[], Session], signer: Signer | None = None, *,
-                 chain_id: str | None = None, lanes: int = 4, sign_every: int = 256,
+                 chain_id: str | None = None, lanes: int = 8, sign_every: int = 256,
                  sign_interval_s: float = 10.0) -> None:
         self.db = units_of_work
         self.signer = signer
         self.sign_every, self.sign_interval_s = sign_every, sign_interval_s
         base = (chain_id or socket.gethostname() or "assay")[:56]
-        self._lanes: dict[str, queue.Queue[Lane]] = {}
-        for table in CHAINED_TABLES:
-            self._lanes[table] = queue.Queue()
-            for lane in range(lanes if table == "records" else 1):
+        self._lanes: dict[str, queue.LifoQueue[Lane]] = {}
+        self._count = {table: lanes if table == "records" else 1 for table in CHAINED_TABLES}
+        for table, count in self._count.items():
+            self._lanes[table] = queue.LifoQueue()  # the lane used last: few chains when traffic is light
+            for lane in reversed(range(count)):
                 self._lanes[table].put(Lane(table, f"{base}.{lane}"))
-        self._all = [lane for q in self._lanes.values() for lane in list(q.queue)]
         self._heads_lock = threading.Lock()
         self._heads_next: tuple[int, str] | None = None  # position and prev hash of the next signed head
 
@@ -234,14 +268,18 @@ class ChainWriter:
         return (0, GENESIS) if last is None else (last[0] + 1, last[1])
 
     def sign_all(self) -> None:
-        """Sign every lane's unsigned rows now (at shutdown)."""
+        """Sign every lane's unsigned rows now (at shutdown), waiting for writes in progress."""
         if self.signer is None:
             return
         for table, lanes in self._lanes.items():
-            for _ in range(lanes.qsize()):
-                with self._lane(table) as lane:
+            taken = [lanes.get() for _ in range(self._count[table])]
+            try:
+                for lane in taken:
                     if lane.unsigned:
                         try:
                             self._sign(lane)
                         except Exception:
                             log.exception("could not sign the head of chain %s/%s", lane.table, lane.chain_id)
+            finally:
+                for lane in taken:
+                    lanes.put(lane)

@@ -28,9 +28,10 @@ PAYLOAD_FIELDS = ("record_id", "task_hash", "response_hash", "verifier", "verifi
                   "components", "time")
 
 
-def canonical_json(value: Any) -> bytes:
-    """The bytes a receipt signs: JSON with sorted keys, no whitespace, UTF-8, finite numbers only."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+def canonical_json(value: Any, allow_nan: bool = False) -> bytes:
+    """The bytes a receipt signs: JSON with sorted keys, no whitespace, UTF-8, finite numbers only.
+    (The service's audit chains hash rows with the same rule, where a stored NaN must not fail a write.)"""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan).encode()
 
 
 def response_hash(text: str) -> str:
