@@ -11,9 +11,8 @@ two writers ever share one, the unique index on (chain_id, chain_index) makes th
 insert fail and the writer re-reads the head and links again.
 
 Heads are signed with the deployment's Ed25519 key (service/signing.py) into `audit_heads`:
-at a lane's first write in a process, then every `sign_every` rows or once
-`sign_interval_s` passed since the last signed head (checked at each write), and at
-shutdown. The signed heads form a chain of their own (`prev_hash`, `position`).
+every `sign_every` rows of a lane, or at its first write once `sign_interval_s`
+passed since its last signed head, and at shutdown (`AuditStore.close`). The signed heads form a chain of their own (`prev_hash`, `position`).
 `service/audit_verify.py` checks all of it.
 """
 
@@ -29,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -143,7 +142,9 @@ class Lane:
     index: int | None = None  # the next row's index; None until read from the database
     prev: str = GENESIS
     unsigned: int = 0
-    signed_at: float | None = None  # monotonic time of this process's last signed head of the lane
+    # Monotonic time of the lane's last signed head (or of its creation): a head is due
+    # `sign_interval_s` after it, or after `sign_every` rows, whichever comes first.
+    signed_at: float = field(default_factory=time.monotonic)
 
     def link(self, rows: list[Base]) -> None:
         assert self.index is not None
@@ -162,7 +163,7 @@ class Lane:
 
 class ChainWriter:
     def __init__(self, units_of_work: Callable[[], Session], signer: Signer | None = None, *,
-                 chain_id: str | None = None, lanes: int = 8, sign_every: int = 256,
+                 chain_id: str | None = None, lanes: int = 8, sign_every: int = 1024,
                  sign_interval_s: float = 10.0) -> None:
         self.db = units_of_work
         self.signer = signer
@@ -228,8 +229,7 @@ class ChainWriter:
         if self.signer is None or lane.unsigned == 0:
             return
         now = time.monotonic()
-        if lane.signed_at is not None and lane.unsigned < self.sign_every \
-                and now - lane.signed_at < self.sign_interval_s:
+        if lane.unsigned < self.sign_every and now - lane.signed_at < self.sign_interval_s:
             return
         try:
             self._sign(lane)

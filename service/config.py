@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     # sharing a database need different ones), chains per writer, and how often heads are signed.
     audit_chain_id: str | None = Field(None, max_length=56, pattern=r"^[A-Za-z0-9_.:-]+$")
     audit_chain_lanes: int = Field(8, ge=1, le=64)
-    audit_sign_every: int = Field(256, ge=1)
+    audit_sign_every: int = Field(1024, ge=1)
     audit_sign_interval_s: float = Field(10.0, gt=0)
 
     def chain_options(self) -> dict[str, object]:
