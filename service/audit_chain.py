@@ -12,7 +12,8 @@ insert fail and the writer re-reads the head and links again.
 
 Heads are signed with the deployment's Ed25519 key (service/signing.py) into `audit_heads`:
 every `sign_every` rows of a lane, or at its first write once `sign_interval_s`
-passed since its last signed head, and at shutdown (`AuditStore.close`). The signed heads form a chain of their own (`prev_hash`, `position`).
+passed since its last signed head, and at shutdown (`AuditStore.close`). The signed
+heads form a chain of their own (`prev_hash`, `position`).
 `service/audit_verify.py` checks all of it.
 """
 
