@@ -288,3 +288,58 @@ def test_no_key_is_exit_2(tmp_path: Path):
     AuditStore(url).engine.dispose()
     result = audit_verify(url, tmp_path / "missing.pem")
     assert result.returncode == 2 and "cannot read the signing key" in result.stderr
+
+
+def _record(**extra: object) -> RecordRow:
+    values = {"id": uuid.uuid4().hex, "caller_key_id": "k", "task_hash": "t" * 64, "task_public": {"answer": "2"},
+              "verifier": "math", "verifier_version": "1", "response_hash": "r" * 64, "response": "2",
+              "components": {"correctness": {"value": 1.0, "hard": True}}, "reward": 1.0, "verdict": "correct",
+              "evidence": {}, "flags": [], "sandbox_backend": "process", "duration_ms": 1.0}
+    return RecordRow(**{**values, **extra})
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'two.db'}"
+        return
+    base = request.getfixturevalue("postgres_url")
+    admin = base.replace("postgresql+psycopg://", "postgresql://")
+    name = f"assay_two_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield base.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_two_writers_on_one_chain_id_stay_one_chain(empty_url: str, tmp_path: Path):
+    """Two processes misconfigured with the same chain id: the later insert loses the index, re-reads the
+    head and links after the other's rows; a request_id conflict is still the caller's error. Values the
+    JSON columns store differently (integer keys, tuples) hash as they are read back."""
+    from service.signing import Signer
+    from service.store import TaskBlobRow
+
+    signer = Signer.load_or_create(tmp_path / "k.pem")
+    a, b = (AuditStore(empty_url, signer, chain_id="shared", lanes=1) for _ in range(2))
+    blob = [TaskBlobRow(task_hash="t" * 64, verifier="math", task={"answer": "2"})]
+    a.append([_record(evidence={10: "x", 9: ("y", 1)})], blob)
+    b.append([_record(), _record()], blob)
+    a.append([_record(request_id="once")], blob)  # a's head is stale: it re-links after b's rows
+    with pytest.raises(sa.exc.IntegrityError):
+        b.append([_record(request_id="once")], blob)
+    b.append([_record(flags=["late"])], blob)
+    for store in (a, b):
+        store.close()
+    rows = chain_of(empty_url, _first_id(empty_url))
+    assert [r.chain_index for r in rows] == [0, 1, 2, 3, 4] and rows[0].chain_id == "shared.0"
+    result = audit_verify(empty_url, tmp_path / "k.pem")
+    assert result.returncode == 0, result.stdout
+
+
+def _first_id(url: str) -> str:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        found = conn.exec_driver_sql("SELECT id FROM records ORDER BY seq LIMIT 1").scalar_one()
+    engine.dispose()
+    return found
