@@ -1,6 +1,6 @@
 """Assay trainer client: speaks HTTP/JSON to the reward service and imports none of it.
 
-The client and adapters need only httpx and pydantic; `grpo`, `loop`, `tiny` and `demo`
+The client and adapters need only httpx, pydantic and cryptography (receipts); `grpo`, `loop`, `tiny` and `demo`
 need torch and transformers (the `trainer` extra).
 """
 
