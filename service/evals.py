@@ -19,7 +19,7 @@ from service.inspection_schemas import (
     FamilyComparison,
     TokenBucket,
 )
-from service.schemas import GroupsRequest, Receipt
+from service.schemas import GroupsRequest
 from service.store import AuditStore, EvalRow, RecordRow
 
 FALSE_STEP = "false_step"
@@ -45,7 +45,6 @@ class TaskSample:
 async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
     eval_id = uuid.uuid4().hex
     layout: dict[str, list[str]] = {}
-    receipts: list[Receipt] = []
     # Every task is resolved before anything runs, so a bad task is a 4xx and logs nothing.
     for specs in body.families.values():
         for spec in specs:
@@ -57,10 +56,9 @@ async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
             chunk = [spec.model_copy(update={"group_id": uuid.uuid4().hex}) for spec in specs[start:start + step]]
             answer = await engine.groups(GroupsRequest(groups=chunk), caller, eval_id=eval_id)
             group_ids += [g.group_id for g in answer.groups]
-            receipts += [r.receipt for g in answer.groups for r in g.results if r.receipt is not None]
     engine.store.add_eval(EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint,
                                   caller_key_id=caller.key_id, layout=layout))
-    return eval_report(engine.store, eval_id).model_copy(update={"receipts": receipts})
+    return eval_report(engine.store, eval_id)
 
 
 def _samples(store: AuditStore, run: EvalRow) -> dict[str, list[TaskSample]]:
@@ -78,8 +76,11 @@ def eval_report(store: AuditStore, eval_id: str) -> EvalOut:
         raise TaskNotFound(f"evaluation {eval_id!r} not found")
     families = _samples(store, run)
     everything = [t for tasks in families.values() for t in tasks]
+    # The records' receipts in write order (the order the run's results were made), where the store can sign.
+    receipts = [] if store.signer is None else [store.signer.receipt(r) for r in store.iter_all(eval_id=run.id)]
     return EvalOut(id=run.id, name=run.name, checkpoint=run.checkpoint, created_at=run.created_at,
-                   families={name: report(tasks) for name, tasks in families.items()}, overall=report(everything))
+                   families={name: report(tasks) for name, tasks in families.items()}, overall=report(everything),
+                   receipts=receipts)
 
 
 def answer_of(row: RecordRow) -> str | None:

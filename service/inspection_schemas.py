@@ -123,8 +123,7 @@ class EvalOut(BaseModel):
     families: dict[str, EvalReport]
     overall: EvalReport
     receipts: list[Receipt] = Field(
-        default_factory=list, description="When the run was just made (POST): the signed receipt of every record it "
-                                          "wrote, in order.")
+        default_factory=list, description="The signed receipt of every record of the run, in the order written.")
 
 
 class Difference(BaseModel):
