@@ -32,6 +32,7 @@ from service.openapi import add_links
 from service.packing import TooBigToFit
 from service.review import LabelLimit
 from service.schemas import TaskRegistration
+from service.signing import Signer, key_path
 from service.store import AuditStore, IdempotencyConflict, TaskConflict
 from service.ui import install as install_viewer
 from service.validation import RequestLimits, printable
@@ -94,7 +95,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = AuditStore(settings.database_url)
+        signer = Signer.load_or_create(key_path(settings))
+        store = AuditStore(settings.database_url, signer, **settings.chain_options())
+        app.state.signer = signer
         executor = create_executor(settings)
         # Under `ray` this replica runs no untrusted work: it has no sandbox of its own.
         sandbox = executor.sandbox if isinstance(executor, LocalExecutor) else None
@@ -124,7 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
             monitor.close()
             executor.close()
-            store.engine.dispose()
+            store.close()
             if stop_metrics is not None:
                 stop_metrics()
 

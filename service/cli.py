@@ -195,6 +195,77 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _public_keys(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """Keys to check signed heads with: --public-key values (base64 or a PEM file), else the key file."""
+    from pathlib import Path
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from service.signing import key_path, public_key_of
+    from trainer_client.receipts import ReceiptKey
+
+    keys: dict[str, Any] = {}
+    for value in args.public_key or []:
+        key = ReceiptKey.parse(Path(value).read_text() if Path(value).is_file() else value)
+        keys[key.key_id] = Ed25519PublicKey.from_public_bytes(key.raw)
+    if not keys:
+        public = public_key_of(key_path(settings))
+        from cryptography.hazmat.primitives import serialization
+
+        raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        keys[ReceiptKey(raw).key_id] = public
+    return keys
+
+
+def cmd_audit_verify(args: argparse.Namespace, settings: Settings) -> int:
+    """Exit 0: every chain, signed head and task blob intact; 1: tampering found; 2: could not check."""
+    from pathlib import Path
+
+    from service.audit_verify import verify
+    from service.migrations import SchemaOutOfDate
+    from service.signing import SigningKeyError
+
+    try:
+        keys = _public_keys(args, settings)
+        anchor = json.loads(Path(args.anchor).read_text()) if args.anchor else None
+        store = _store(settings)
+    except (SigningKeyError, SchemaOutOfDate, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = verify(store, keys, anchor)
+    summary = report.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        for problem in report.problems:
+            print(f"{problem.kind}: {problem.message}")
+        rows = sum(c["rows"] for chains in summary["chains"].values() for c in chains.values())
+        unsigned = sum(c["unsigned"] for chains in summary["chains"].values() for c in chains.values())
+        print(f"{'INTACT' if report.intact else 'TAMPERED'}: {rows} chained rows in "
+              f"{sum(len(c) for c in summary['chains'].values())} chains, {report.heads} signed heads, "
+              f"{unsigned} rows after the last signed heads, {sum(report.legacy.values())} rows from before "
+              f"chaining (not vouched for)")
+        if report.newest_head is not None:
+            print(f"newest signed head (keep it outside the database, pass it as --anchor): "
+                  f"{json.dumps(report.newest_head)}")
+    return 0 if report.intact else 1
+
+
+def cmd_receipts_key(args: argparse.Namespace, settings: Settings) -> int:
+    from service.signing import Signer, SigningKeyError, key_path, load_private
+
+    path = key_path(settings)
+    try:
+        if not path.exists():
+            raise SigningKeyError(f"no signing key at {path} yet: the service creates it at its first start")
+        info = Signer(load_private(path)).public_info()
+    except SigningKeyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(info["pem"] if args.pem else json.dumps(info, indent=2))
+    return 0
+
+
 def _export(store: Any, filters: dict[str, Any], out: Any) -> None:
     for row in store.iter_all(**filters):
         out.write(json.dumps(_row_json(row)) + "\n")
@@ -327,6 +398,19 @@ def build_parser() -> argparse.ArgumentParser:
     show = audit_sub.add_parser("show")
     show.add_argument("record_id")
     show.set_defaults(func=cmd_audit)
+    check = audit_sub.add_parser("verify", help="check every hash chain, signed head and task blob; exit 0 intact, "
+                                 "1 tampering found, 2 could not check")
+    check.add_argument("--public-key", action="append", help="a trusted public key (base64 or a PEM file); "
+                       "repeat for old keys. Default: the public half of ASSAY_SIGNING_KEY_PATH")
+    check.add_argument("--anchor", help="JSON file holding a newest signed head printed by an earlier run")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.set_defaults(func=cmd_audit_verify)
+
+    receipts = sub.add_parser("receipts", help="reward receipts")
+    receipts_sub = receipts.add_subparsers(dest="receipts_command", required=True)
+    rkey = receipts_sub.add_parser("key", help="print the public key that signs receipts (as GET /v1/receipts/key)")
+    rkey.add_argument("--pem", action="store_true", help="print only the PEM")
+    rkey.set_defaults(func=cmd_receipts_key)
 
     replay = sub.add_parser("replay", help="re-run a logged verification and compare verdicts")
     replay.add_argument("record_id")

@@ -97,6 +97,19 @@ class Settings(BaseSettings):
     alarm_webhook_timeout_s: float = Field(5.0, gt=0)
     alarm_check_interval_s: float = Field(5.0, ge=0)
     alarm_metric_runs: int = Field(100, ge=0)
+    # The deployment's Ed25519 key (receipts, signed chain heads): created at first start, mode 0600.
+    # Unset: beside the SQLite database (<name>.signing-key.pem), else var/assay.signing-key.pem.
+    signing_key_path: Path | None = None
+    # Audit chains (docs/security.md): this writer's chain id (the host name when unset; replicas
+    # sharing a database need different ones), chains per writer, and how often heads are signed.
+    audit_chain_id: str | None = Field(None, max_length=56, pattern=r"^[A-Za-z0-9_.:-]+$")
+    audit_chain_lanes: int = Field(8, ge=1, le=64)
+    audit_sign_every: int = Field(1024, ge=1)
+    audit_sign_interval_s: float = Field(10.0, gt=0)
+
+    def chain_options(self) -> dict[str, object]:
+        return {"chain_id": self.audit_chain_id, "lanes": self.audit_chain_lanes,
+                "sign_every": self.audit_sign_every, "sign_interval_s": self.audit_sign_interval_s}
 
     @property
     def verifier_services(self) -> dict[str, str]:

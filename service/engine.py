@@ -11,6 +11,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import anyio
@@ -238,6 +239,7 @@ class Engine:
                                   list(flags), outcome.evidence)
         row = RecordRow(
             id=new_record_id(),
+            created_at=datetime.now(UTC),  # before the receipt is signed, which names the time
             request_id=request_id,
             caller_key_id=caller.key_id,
             task_id=resolved.task_id,
@@ -271,10 +273,11 @@ class Engine:
         log_verification(row)
         return row
 
-    @staticmethod
-    def result_of(row: RecordRow, view: views.View = "full") -> VerifyResult:
-        """A record as a result, in the view chosen for the caller (service/views.py)."""
+    def result_of(self, row: RecordRow, view: views.View = "full") -> VerifyResult:
+        """A record as a result, with its signed receipt, in the view chosen for the caller (service/views.py)."""
+        signer = self.store.signer
         result = VerifyResult(
+            receipt=None if signer is None else signer.receipt(row),
             record_id=row.id, verifier=row.verifier, verifier_version=row.verifier_version, reward=row.reward,
             verdict=row.verdict, components={k: ComponentOut(**v) for k, v in row.components.items()},
             evidence=row.evidence, feedback=row.feedback or {}, flags=row.flags, duration_ms=row.duration_ms,

@@ -93,8 +93,11 @@ def eval_report(store: AuditStore, eval_id: str) -> EvalOut:
         raise TaskNotFound(f"evaluation {eval_id!r} not found")
     families = _samples(store, run)
     everything = [t for tasks in families.values() for t in tasks]
+    # The records' receipts in write order (the order the run's results were made), where the store can sign.
+    receipts = [] if store.signer is None else [store.signer.receipt(r) for r in store.iter_all(eval_id=run.id)]
     return EvalOut(id=run.id, name=run.name, checkpoint=run.checkpoint, created_at=run.created_at,
-                   families={name: report(tasks) for name, tasks in families.items()}, overall=report(everything))
+                   families={name: report(tasks) for name, tasks in families.items()}, overall=report(everything),
+                   receipts=receipts)
 
 
 def answer_of(row: RecordRow) -> str | None:

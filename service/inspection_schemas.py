@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.schemas import GroupSpec, RecordOut, RunTag, UnicodeText, Verdict
+from service.schemas import GroupSpec, Receipt, RecordOut, RunTag, UnicodeText, Verdict
 from service.validation import check_eval, current_limits
 
 LabelKind = Literal["agree", "disagree", "exploit"]
@@ -132,6 +132,8 @@ class EvalOut(BaseModel):
     created_at: datetime
     families: dict[str, EvalReport]
     overall: EvalReport
+    receipts: list[Receipt] = Field(
+        default_factory=list, description="The signed receipt of every record of the run, in the order written.")
 
 
 class Difference(BaseModel):

@@ -97,6 +97,16 @@ class ComponentOut(BaseModel):
     hard: bool
 
 
+class Receipt(BaseModel):
+    """Ed25519 signature (base64) over `payload` as canonical JSON (sorted keys, no whitespace, UTF-8):
+    record_id, task_hash, response_hash, verifier, verifier_version, verdict, reward, components, time.
+    The key is at GET /v1/receipts/key; trainer_client.receipts checks it."""
+
+    payload: dict[str, Any]
+    key_id: str
+    signature: str
+
+
 class VerifyResult(BaseModel):
     record_id: str
     verifier: str
@@ -118,6 +128,7 @@ class VerifyResult(BaseModel):
     tokens: int | None = None
     finish_reason: str | None = None
     masked: bool = Field(False, description="Left out of the group statistics by the task's truncation policy.")
+    receipt: Receipt | None = Field(None, description="The service's signed receipt of this result.")
 
 
 class AdvantageOptions(_Strict):

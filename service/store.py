@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
@@ -44,18 +44,34 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from service import migrations
 
+if TYPE_CHECKING:
+    from service.signing import Signer
+
 
 class Base(DeclarativeBase):
     pass
+
+
+class Chained:
+    """Hash-chain columns of an append-only table (service/audit_chain.py writes and checks them).
+
+    A new column on a chained table must be nullable: a row's hash leaves NULLs out, so the
+    hashes of rows written before the column existed stay valid."""
+
+    chain_id: Mapped[str | None] = mapped_column(String(64))
+    chain_index: Mapped[int | None] = mapped_column(Integer)
+    chain_prev: Mapped[str | None] = mapped_column(String(64))
+    chain_hash: Mapped[str | None] = mapped_column(String(64))
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class RecordRow(Base):
+class RecordRow(Chained, Base):
     __tablename__ = "records"
     __table_args__ = (
+        Index("uq_records_chain", "chain_id", "chain_index", unique=True),
         Index("ix_records_created", "created_at"),
         Index("ix_records_verdict", "verdict"),
         Index("ix_records_verifier", "verifier"),
@@ -117,13 +133,16 @@ class RecordRow(Base):
     # Training runs (issue 26): the run and step the request named (`run: {id, step}`).
     run_id: Mapped[str | None] = mapped_column(String(200))
     run_step: Mapped[int | None] = mapped_column(Integer)
+    # SHA-256 of the task blob's canonical JSON when the record was written (audit verify).
+    task_digest: Mapped[str | None] = mapped_column(String(64))
 
 
-class LabelRow(Base):
+class LabelRow(Chained, Base):
     """A reviewer's label on a record. Append-only, like records: a new label supersedes."""
 
     __tablename__ = "labels"
-    __table_args__ = (Index("ix_labels_record", "record_id"),)
+    __table_args__ = (Index("ix_labels_record", "record_id"),
+                      Index("uq_labels_chain", "chain_id", "chain_index", unique=True))
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(32), unique=True)
     record_id: Mapped[str] = mapped_column(String(32))
@@ -136,10 +155,11 @@ class LabelRow(Base):
     note: Mapped[str | None] = mapped_column(Text)
 
 
-class EvalRow(Base):
+class EvalRow(Chained, Base):
     """A held-out evaluation run; its records carry its id. Written once."""
 
     __tablename__ = "evals"
+    __table_args__ = (Index("uq_evals_chain", "chain_id", "chain_index", unique=True),)
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     name: Mapped[str] = mapped_column(String(200))
@@ -172,6 +192,23 @@ class RunAlarmRow(Base):
     step: Mapped[int] = mapped_column(Integer)  # the step at which it was first seen
     raised_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     detail: Mapped[dict] = mapped_column(JSON)
+
+
+class ChainHeadRow(Base):
+    """A signed head of one hash chain (service/audit_chain.py). The heads form a chain of
+    their own (`prev_hash`, `position`), so removing a whole chain's heads shows too."""
+
+    __tablename__ = "audit_heads"
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    chain_table: Mapped[str] = mapped_column(String(32))
+    chain_id: Mapped[str] = mapped_column(String(64))
+    chain_index: Mapped[int] = mapped_column(Integer)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+    key_id: Mapped[str] = mapped_column(String(16))
+    signature: Mapped[str] = mapped_column(String(100))
 
 
 class TaskBlobRow(Base):
@@ -267,7 +304,10 @@ def new_record_id() -> str:
 
 
 class AuditStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, signer: Signer | None = None, **chain_options: Any) -> None:
+        """`signer` signs the chains' heads (the service passes the deployment's key);
+        `chain_options` go to ChainWriter (chain id, lanes, signing interval)."""
+        from service.audit_chain import ChainWriter
         if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
@@ -277,6 +317,8 @@ class AuditStore:
         # A new database is created at head; one behind head is refused (`assay db upgrade`).
         migrations.prepare(self.engine)
         self._units_of_work = sessionmaker(self.engine, expire_on_commit=False)
+        self.signer = signer
+        self.chains = ChainWriter(self._units_of_work, signer, **chain_options)
 
     def db(self) -> Session:
         """A database unit of work (SQLAlchemy's ORM Session): use as `with store.db() as s`.
@@ -292,12 +334,26 @@ class AuditStore:
 
     def append(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
                idempotency: IdempotencyRow | None = None) -> None:
-        """Write records (and the idempotent response) in one durable transaction."""
-        with self.db() as s, s.begin():
+        """Write records (and the idempotent response) in one durable transaction, linked
+        into a hash chain, each with the digest of its task blob."""
+        from service.audit_chain import task_digest
+
+        digests = {b.task_hash: task_digest(b) for b in blobs}
+        for row in rows:
+            row.task_digest = digests.get(row.task_hash)
+
+        def write(s: Session) -> None:
             _add_blobs(s, blobs)
             s.add_all(rows)
             if idempotency is not None:
                 s.add(idempotency)
+
+        self.chains.write("records", rows, write)
+
+    def close(self) -> None:
+        """Sign the chains' heads written since the last signed ones; close the connections."""
+        self.chains.sign_all()
+        self.engine.dispose()
 
     def record(self, record_id: str) -> RecordRow | None:
         with self.db() as s:
@@ -416,8 +472,7 @@ class AuditStore:
     # ------------------------------------------------------------------- labels
 
     def add_label(self, label: LabelRow) -> None:
-        with self.db() as s, s.begin():
-            s.add(label)
+        self.chains.write("labels", [label], lambda s: s.add(label))
 
     def labels(self, record_ids: list[str] | None = None, verifier: str | None = None) -> list[LabelRow]:
         """Labels in write order (all of a record's history), for some records or one verifier."""
@@ -440,8 +495,7 @@ class AuditStore:
     # -------------------------------------------------------------------- evals
 
     def add_eval(self, row: EvalRow) -> None:
-        with self.db() as s, s.begin():
-            s.add(row)
+        self.chains.write("evals", [row], lambda s: s.add(row))
 
     def eval_run(self, eval_id: str) -> EvalRow | None:
         with self.db() as s:

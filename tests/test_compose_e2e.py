@@ -126,6 +126,8 @@ def test_compose_stack_scores_groups_and_keeps_records_across_restart(stack: Sta
         assert code_group["rewards"][:2] == [1.0, 0.0]
         assert code_group["results"][2]["verdict"] != "correct"
         ids = [r["record_id"] for g in (math_group, code_group) for r in g["results"]]
+        key_id = client.get("/v1/receipts/key").json()["key_id"]
+        assert {r["receipt"]["key_id"] for g in (math_group, code_group) for r in g["results"]} == {key_id}
         before = _records(client, ids)
         assert {r["verdict"] for r in before.values()} >= {"correct", "incorrect"}
         assert {r["sandbox_backend"] for r in before.values()} == {"docker"}
@@ -140,6 +142,10 @@ def test_compose_stack_scores_groups_and_keeps_records_across_restart(stack: Sta
         assert after == before
         listed = client.get("/v1/records", params={"limit": 100}).raise_for_status().json()
         assert {r["id"] for r in listed["records"]} >= set(ids)
+        # The signing key lives in its own volume: the same key after the restart.
+        assert client.get("/v1/receipts/key").json()["key_id"] == key_id
+    # The records' chains and signed heads verify inside the stack (exit 0, else compose() raises).
+    assert "INTACT" in stack.compose("exec", "-T", "api", "assay", "audit", "verify").stdout
 
     # The audit store really is the Postgres container (not a file in the API container).
     def psql(user: str, secret: str, sql: str) -> subprocess.CompletedProcess[str]:

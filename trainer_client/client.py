@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import os
 import random
 import threading
 import time
@@ -25,13 +26,16 @@ from typing import Any
 
 import httpx
 
+from trainer_client.receipts import ReceiptError, ReceiptKey, check_result
 from trainer_client.results import (
+    Generation,
     Group,
     GroupResult,
     ResponseResult,
     RewardError,
     RewardRequestError,
     client_error_result,
+    group_stats,
     merge_parts,
 )
 
@@ -182,10 +186,36 @@ def _failed(parts: list[_Part], reason: str, detail: str) -> list[GroupResult]:
     return out
 
 
-def _parse_groups(parts: list[_Part], data: dict[str, Any]) -> list[GroupResult]:
+def _text(response: str | Generation) -> str:
+    return response if isinstance(response, str) else response.text
+
+
+def _check_group(part: _Part, group: dict[str, Any], key: ReceiptKey, scale: str, eps: float) -> None:
+    """Every result's receipt, and the group's rewards and advantages against the signed rewards."""
+    results, responses = group.get("results") or [], part.group.responses
+    if len(results) != len(responses):
+        raise ReceiptError("the service returned a different number of results than responses")
+    signed = [float(check_result(r, key, _text(t))["reward"]) for r, t in zip(results, responses, strict=True)]
+    if [float(r) if r is not None else None for r in group.get("rewards", signed)] != signed:
+        raise ReceiptError(f"the group's rewards {group.get('rewards')} differ from the signed rewards {signed}")
+    counted = [None if r.get("verdict") == "error" or r.get("masked") else v
+               for r, v in zip(results, signed, strict=True)]
+    expected, _, _, _ = group_stats(counted, scale=scale if scale in ("group", "none") else "group", eps=eps)
+    got = group.get("advantages", expected)
+    if len(got) != len(expected) or any((a is None) != (b is None) or (a is not None and abs(a - b) > 1e-6)
+                                        for a, b in zip(got, expected, strict=False)):
+        raise ReceiptError(f"the group's advantages {got} do not follow from the signed rewards {signed}")
+
+
+def _parse_groups(parts: list[_Part], data: dict[str, Any], key: ReceiptKey | None = None, scale: str = "group",
+                  eps: float = 1e-4) -> list[GroupResult]:
     raw = data.get("groups")
     if not isinstance(raw, list) or len(raw) != len(parts):
         raise RewardRequestError(200, f"malformed groups response: {str(data)[:300]}")
+    if key is not None:
+        for p, g in zip(parts, raw, strict=True):
+            if not (isinstance(g, dict) and isinstance(g.get("error"), dict)):
+                _check_group(p, g if isinstance(g, dict) else {}, key, scale, eps)
     # A group whose task the service found invalid has no results: its responses count as
     # errors (no reward, no advantage), named by the service's message.
     results = [_failed([p], "task_invalid", str(g["error"].get("message")))[0]
@@ -225,8 +255,12 @@ class _Base:
         scale: str = "group",
         eps: float = 1e-4,
         run_id: str | None = None,
+        receipt_key: str | bytes | ReceiptKey | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Receipts are checked when a key is given (or ASSAY_RECEIPT_KEY is set; "" turns it off).
+        key = os.environ.get("ASSAY_RECEIPT_KEY") if receipt_key is None else receipt_key
+        self.receipt_key = ReceiptKey.parse(key) if key else None
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.max_responses_per_request = max_responses_per_request
         self.max_groups_per_request = max_groups_per_request
@@ -304,6 +338,22 @@ class _Base:
         self.stats.add(failed_requests=1)
         return None, reason
 
+    def _verify_result(self, data: dict[str, Any] | None, reason: str, response: str) -> ResponseResult:
+        if data is None:
+            return client_error_result(reason, "request failed")
+        if self.receipt_key is not None:
+            check_result(data, self.receipt_key, response)
+        return ResponseResult.model_validate(data)
+
+    def _checked_eval(self, data: dict[str, Any], responses: int) -> dict[str, Any]:
+        if self.receipt_key is not None:
+            receipts = data.get("receipts") or []
+            if len(receipts) != responses:
+                raise ReceiptError(f"the evaluation carries {len(receipts)} receipts for {responses} responses")
+            for receipt in receipts:
+                self.receipt_key.verify(receipt)
+        return data
+
     def _count_results(self, results: list[GroupResult]) -> None:
         self.stats.add(
             responses=sum(len(g.results) for g in results), error_verdicts=sum(g.n_errors for g in results)
@@ -355,7 +405,7 @@ class RewardClient(_Base):
             data, reason = self._post("/v1/groups", _body(parts, self.scale, self.eps, self.run_tag()))
             if data is None:
                 return _failed(parts, reason, f"request failed after {self.retry.max_attempts} attempts")
-            return _parse_groups(parts, data)
+            return _parse_groups(parts, data, self.receipt_key, self.scale, self.eps)
 
         if len(plan) == 1:
             answers = [send(plan[0])]
@@ -370,7 +420,7 @@ class RewardClient(_Base):
                task_id: str | None = None, request_id: str | None = None) -> ResponseResult:
         body = self._verify_body(verifier, response, task, task_id, request_id)
         data, reason = self._post("/v1/verify", body)
-        result = client_error_result(reason, "request failed") if data is None else ResponseResult.model_validate(data)
+        result = self._verify_result(data, reason, response)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result
 
@@ -395,7 +445,7 @@ class RewardClient(_Base):
         data, reason = self._post("/v1/evals", body)
         if data is None:
             raise RewardError(f"evaluation request failed after {self.retry.max_attempts} attempts: {reason}")
-        return data
+        return self._checked_eval(data, sum(len(g["responses"]) for gs in body["families"].values() for g in gs))
 
 
 class AsyncRewardClient(_Base):
@@ -447,7 +497,7 @@ class AsyncRewardClient(_Base):
             data, reason = await self._post("/v1/groups", _body(parts, self.scale, self.eps, self.run_tag()))
             if data is None:
                 return _failed(parts, reason, f"request failed after {self.retry.max_attempts} attempts")
-            return _parse_groups(parts, data)
+            return _parse_groups(parts, data, self.receipt_key, self.scale, self.eps)
 
         answers = list(await asyncio.gather(*(send(p) for p in plan)))
         out = _assemble(groups, plan, answers, self.scale, self.eps)
@@ -458,6 +508,6 @@ class AsyncRewardClient(_Base):
                      task_id: str | None = None, request_id: str | None = None) -> ResponseResult:
         body = self._verify_body(verifier, response, task, task_id, request_id)
         data, reason = await self._post("/v1/verify", body)
-        result = client_error_result(reason, "request failed") if data is None else ResponseResult.model_validate(data)
+        result = self._verify_result(data, reason, response)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from service.auth import Caller, require_scope
 from service.config import Settings
 from service.packing import check_fits, pack
-from service.schemas import ErrorOut, GroupSpec, GroupsRequest, ResponseIn, RunTag, TaskRef, UnicodeText
+from service.schemas import ErrorOut, GroupSpec, GroupsRequest, Receipt, ResponseIn, RunTag, TaskRef, UnicodeText
 from service.validation import check_length, current_limits
 from trainer_client.grouping import consecutive_runs
 
@@ -57,6 +57,9 @@ class OpenRLHFResponse(BaseModel):
     rewards: list[float]
     scores: list[float]
     extra_logs: dict[str, list[float]]
+    receipts: list[Receipt | None] = Field(
+        default_factory=list, description="Per sample, the signed receipt of its record (None: no record, the "
+                                          "label's task was invalid). OpenRLHF ignores it; a proxy can check it.")
 
 
 def _caller(request: Request, api_key: str | None = Query(None, description="API key when no header can be sent."),
@@ -183,4 +186,5 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
         "format": [(float(r.components["format"].value) if "format" in r.components else 1.0)
                    if r is not None else 0.0 for r in results],
     }
-    return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs=logs)
+    return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs=logs,
+                            receipts=[None if r is None else r.receipt for r in results])

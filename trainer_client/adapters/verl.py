@@ -2,7 +2,8 @@
 (or `compute_score_batch` with verl's BatchRewardManager).
 
 verl imports the function by path, so the module-level functions read the service from
-`ASSAY_URL` and `ASSAY_API_KEY` (and `ASSAY_ERROR_POLICY`). verl needs a float for every
+`ASSAY_URL` and `ASSAY_API_KEY` (and `ASSAY_ERROR_POLICY`); with `ASSAY_RECEIPT_KEY` (the
+service's public key) every reward's signed receipt is checked and a forged one refused. verl needs a float for every
 sample and the same extra keys every time, so an `error` verdict cannot be dropped here:
 policy `zero` (default) scores it 0 and marks it with `error: 1.0` so it is counted in
 verl's logs, never hidden; `raise` stops the step. With `ASSAY_RUN_ID` set, requests carry

@@ -1,0 +1,141 @@
+"""Signed reward receipts: the one canonical-JSON rule, and checking a receipt on the trainer's side.
+
+Every result the service returns carries
+`receipt = {"payload": {...}, "key_id": ..., "signature": ...}`: an Ed25519 signature
+(base64) over the payload serialised by `canonical_json` (keys sorted, no whitespace,
+UTF-8, no NaN). The service signs with this same function (it imports this module), so
+the rule is defined once, here. The payload holds the record id, task hash, response
+hash, verifier and its version, verdict, reward, components and time.
+
+`ReceiptKey` is the service's public key (from `GET /v1/receipts/key` or
+`assay receipts key`, handed to the trainer out of band). `check_result` refuses a
+result whose receipt is missing, signed by another key, forged, or does not say what the
+result says (reward, verdict, components, record id, verifier, and the response the
+trainer sent). The standard library and `cryptography` only: nothing of the service.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PAYLOAD_FIELDS = ("record_id", "task_hash", "response_hash", "verifier", "verifier_version", "verdict", "reward",
+                  "components", "time")
+
+
+def canonical_json(value: Any, allow_nan: bool = False) -> bytes:
+    """The bytes a receipt signs: JSON with sorted keys, no whitespace, UTF-8, finite numbers only.
+    (The service's audit chains hash rows with the same rule, where a stored NaN must not fail a write.)"""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan).encode()
+
+
+def response_hash(text: str) -> str:
+    """The receipt's `response_hash` of a response text (SHA-256 of its UTF-8 bytes, hex)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def key_id_of(raw_public_key: bytes) -> str:
+    """A key's id: the first 16 hex digits of SHA-256 of its raw 32 bytes."""
+    return hashlib.sha256(raw_public_key).hexdigest()[:16]
+
+
+class ReceiptError(RuntimeError):
+    """A result's receipt is missing, forged, signed by another key, or disagrees with the result:
+    something between the service and the trainer changed the answer. The reward must not be used."""
+
+
+@dataclass(frozen=True)
+class ReceiptKey:
+    """An Ed25519 public key that receipts must be signed with."""
+
+    raw: bytes
+
+    @property
+    def key_id(self) -> str:
+        return key_id_of(self.raw)
+
+    @classmethod
+    def parse(cls, value: str | bytes | ReceiptKey) -> ReceiptKey:
+        """The key as `GET /v1/receipts/key` gives it (`public_key`, base64 of the raw 32 bytes), or PEM."""
+        if isinstance(value, ReceiptKey):
+            return value
+        text = value.decode() if isinstance(value, bytes) else value
+        text = text.strip()
+        if text.startswith("-----BEGIN"):
+            from cryptography.hazmat.primitives import serialization
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+            loaded = serialization.load_pem_public_key(text.encode())
+            if not isinstance(loaded, Ed25519PublicKey):
+                raise ValueError("receipt key: the PEM key is not an Ed25519 public key")
+            return cls(loaded.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("receipt key: not base64 of an Ed25519 public key, nor PEM") from None
+        if len(raw) != 32:
+            raise ValueError(f"receipt key: an Ed25519 public key has 32 bytes, this one {len(raw)}")
+        return cls(raw)
+
+    def verify(self, receipt: Any) -> dict[str, Any]:
+        """The receipt's payload if its signature is this key's; raises ReceiptError otherwise."""
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        if not isinstance(receipt, Mapping):
+            raise ReceiptError("the result carries no receipt")
+        payload, key_id, signature = receipt.get("payload"), receipt.get("key_id"), receipt.get("signature")
+        if not isinstance(payload, dict) or not isinstance(signature, str):
+            raise ReceiptError("the receipt is malformed (needs payload and signature)")
+        if key_id != self.key_id:
+            raise ReceiptError(f"the receipt is signed by key {key_id!r}, not the service's key {self.key_id!r}")
+        try:
+            Ed25519PublicKey.from_public_bytes(self.raw).verify(base64.b64decode(signature, validate=True),
+                                                                canonical_json(payload))
+        except (InvalidSignature, binascii.Error, ValueError):
+            raise ReceiptError(f"the receipt's signature does not match its payload (record "
+                               f"{payload.get('record_id')!r}): forged or changed on the way") from None
+        return payload
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, int | float) or not isinstance(b, int | float):
+        return a == b
+    return float(a) == float(b)
+
+
+def _components(value: Any) -> dict[str, tuple[Any, Any]]:
+    """name -> (value, hard) from the service's component shape {name: {"value", "hard"}}."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): (v.get("value"), v.get("hard")) if isinstance(v, Mapping) else (v, None) for k, v in value.items()}
+
+
+def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | None = None) -> dict[str, Any]:
+    """Check one result (a /v1/verify answer, or one of a group's `results`) against its receipt.
+
+    `response`: the text the trainer sent for it, when known; the receipt must name its hash.
+    Returns the signed payload; raises ReceiptError naming what differs."""
+    payload = key.verify(result.get("receipt"))
+    where = f"record {payload.get('record_id')!r}"
+    missing = [name for name in PAYLOAD_FIELDS if name not in payload]
+    if missing:
+        raise ReceiptError(f"{where}: the receipt's payload lacks {', '.join(missing)}")
+    if not _same_number(result.get("reward"), payload["reward"]):
+        raise ReceiptError(f"{where}: reward {result.get('reward')!r} differs from the signed {payload['reward']!r}")
+    for name in ("record_id", "verifier", "verifier_version", "verdict", "task_hash"):
+        if name in result and result[name] != payload[name]:
+            raise ReceiptError(f"{where}: {name} {result[name]!r} differs from the signed {payload[name]!r}")
+    got, signed = _components(result.get("components")), _components(payload["components"])
+    if got.keys() != signed.keys() or any(not _same_number(got[k][0], signed[k][0]) or got[k][1] != signed[k][1]
+                                          for k in signed):
+        raise ReceiptError(f"{where}: components {result.get('components')!r} differ from the signed "
+                           f"{payload['components']!r}")
+    if response is not None and payload["response_hash"] != response_hash(response):
+        raise ReceiptError(f"{where}: the receipt is for another response than the one sent")
+    return payload
