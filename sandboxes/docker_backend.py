@@ -3,11 +3,11 @@
 Each pool slot is one long-lived container running `sandboxes/worker.py --container=UID`
 as its PID 1, attached over the engine's stdin/stdout stream, so a job costs a fork inside
 a warm container instead of a container start. The containers have no network, a
-read-only root, a tmpfs scratch, no capabilities but CAP_SETUID, CAP_SETGID and CAP_SETPCAP
-(kept by the worker alone, to start each job's supervisor as UID), no-new-privileges, a job uid
-of their own that differs from the worker's, pids/memory/CPU limits, Docker's default
-seccomp profile and no log driver (the stream carries payloads, hidden tests included,
-which must not land in logs).
+read-only root, a tmpfs scratch, no capabilities but CAP_SETUID, CAP_SETGID, CAP_SETPCAP
+and CAP_KILL (the root worker's, to start jobs as UID and end them; jobs have none),
+no-new-privileges, a job uid of their own that differs from the worker's,
+pids/memory/CPU limits, Docker's default seccomp profile and no log driver (the stream
+carries payloads, hidden tests included, which must not land in logs).
 
 Between jobs the worker kills every process the job left and wipes everything writable;
 the host waits for its `clean` report before the container takes another job. A
@@ -65,7 +65,7 @@ DEMUX_HEADER = struct.Struct(">BxxxI")
 # the whole host, so a shared uid would let one container's jobs starve another's.
 UID_RANGE = (200_000, 2_000_000_000)
 # All the worker keeps: enough to start each job's supervisor under the jobs' uid.
-WORKER_CAPABILITIES = ("SETUID", "SETGID", "SETPCAP")
+WORKER_CAPABILITIES = ("SETUID", "SETGID", "SETPCAP", "KILL")
 STREAM_STDOUT, STREAM_STDERR = 1, 2
 SOURCE_SUFFIXES = (".py", ".json", ".jsonl")
 SOURCE_HASH_CHARS = 16
@@ -161,8 +161,8 @@ class ContainerWorker(WarmWorker):
         return api.create_container(
             backend.image,
             command=[WORKER_PYTHON, "-I", "-B", WORKER_SCRIPT, f"--container={self.uid}", ",".join(preload)],
-            # The worker (init) is root with two capabilities; jobs run as `self.uid`, so
-            # that nothing a job runs can signal, renice or prlimit what outlives it.
+            # The worker (init) is root with four capabilities; jobs run as `self.uid`
+            # with none, so nothing a job runs can signal, renice or prlimit what outlives it.
             user="0:0",
             stdin_open=True,
             tty=False,

@@ -15,12 +15,13 @@ speaks to the host. How the job is walled in depends on the worker's mode (an
   everything it started, so a fork bomb or a `setsid` escapee cannot outlive the job.
 - container (`--container=UID`, the docker backend): Docker's seccomp profile forbids
   `unshare`, so the job gets no new namespaces; it gets a uid of its own instead. The
-  worker is PID 1 of its container and runs as root with only CAP_SETUID, CAP_SETGID
-  and CAP_SETPCAP; each supervisor drops to UID (no capabilities left) before it starts the
-  job, so nothing a job runs can signal, renice or `prlimit` the worker, or touch
-  anything of its own. When the job ends the supervisor kills every process of UID
-  (`kill(-1)`); the worker then has a helper, as UID, kill anything left and wipe
-  everything jobs can write (/tmp, /dev/shm, /dev/mqueue, System V IPC), checks that
+  worker is PID 1 of its container and runs as root with only CAP_SETUID, CAP_SETGID,
+  CAP_SETPCAP and CAP_KILL; each supervisor keeps only CAP_KILL once it has forked the
+  job, and the job drops to UID with no capability at all, so nothing a job runs can
+  signal, renice or `prlimit` its supervisor or the worker. When the job ends the
+  supervisor kills every process but PID 1 and itself (`kill(-1)`); the worker kills
+  anything left, has a helper that is UID remove the jobs' files and IPC objects,
+  wipes the rest of what jobs can write (/tmp, /dev/shm, /dev/mqueue), checks that
   nothing is left, and reports `clean` before it takes the next job. The container
   itself supplies no network, a read-only root and no other capability.
 - unsafe (`--unsafe`, the operator's explicit choice where no namespaces can be made):
@@ -113,6 +114,7 @@ MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
+CAP_KILL = 5
 CAP_SETPCAP = 8
 # Capability numbers tried when emptying the bounding set (unknown ones fail harmlessly).
 CAP_LAST_PROBE = 64
@@ -153,7 +155,9 @@ def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") ->
     )
 
 
-def _drop_capabilities() -> None:
+def _drop_capabilities(keep: int = 0) -> None:
+    """Effective and permitted capabilities down to the mask `keep` (none by default)."""
+
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -162,6 +166,7 @@ def _drop_capabilities() -> None:
 
     header = Header(0x20080522, 0)
     data = (Data * 2)()
+    data[0].effective = data[0].permitted = keep
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
@@ -176,8 +181,8 @@ class Isolation:
     def __init__(self) -> None:
         self.initial_state = _worker_state()
 
-    def enter_supervisor(self) -> None:
-        """In the supervisor's fork, before anything of the job: who the supervisor is."""
+    def job_started(self) -> None:
+        """In the supervisor, right after it forked the job: what it keeps from here on."""
 
     def make_scratch(self, limits: dict) -> str:
         """In the supervisor, before the job: the job's working directory."""
@@ -256,19 +261,28 @@ class ContainerIsolation(Isolation):
         super().__init__()
         self.job_uid = job_uid
 
-    def enter_supervisor(self) -> None:
+    def make_scratch(self, limits: dict) -> str:
+        # The worker wiped /tmp after the previous job; the directory is new, root's, and
+        # open to the job (its files there are its own; the worker removes the rest).
+        os.mkdir(SCRATCH)
+        os.chmod(SCRATCH, 0o1777)
+        return SCRATCH
+
+    def job_started(self) -> None:
+        # The supervisor stays root (the job's uid cannot signal it) with CAP_KILL alone:
+        # enough to end the job and everything it started.
+        for cap in range(CAP_LAST_PROBE):
+            if cap not in (CAP_KILL, CAP_SETPCAP):
+                _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        _libc.prctl(PR_CAPBSET_DROP, CAP_SETPCAP, 0, 0, 0)
+        _drop_capabilities(1 << CAP_KILL)
+
+    def wall_in_job(self) -> None:
         # If the container's memory limit is hit, a process of the job and not the worker
-        # dies (set while still root: the job inherits it and cannot lower it).
+        # dies (set while still root; then the job is its own uid, without capabilities).
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
         _become(self.job_uid)
-
-    def make_scratch(self, limits: dict) -> str:
-        # The worker wiped /tmp after the previous job; the directory is new (and the job's).
-        os.mkdir(SCRATCH, 0o755)
-        return SCRATCH
-
-    def wall_in_job(self) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def after_job_exit(self, pid: int) -> None:
@@ -280,15 +294,15 @@ class ContainerIsolation(Isolation):
         pass  # the worker wipes every writable place between jobs
 
     def await_supervisor(self, pid: int, host_out: int, nonce: str) -> None:
-        """Here the job shares the supervisor's uid, so it can signal it (in namespace
-        mode it cannot even name it). A supervisor stopped or killed while its job ran
+        """The job can name its supervisor here (in namespace mode it cannot), though as
+        another uid it cannot signal it. A supervisor stopped or killed while its job ran
         was attacked by the job: the job's violation, not an infrastructure failure.
         (The host replaces the container after a violation.)"""
         _, status = os.waitpid(pid, os.WUNTRACED)
         # Nothing but the job signals the supervisor (the OOM killer is pointed at the job).
         tampered = os.WIFSTOPPED(status) or os.WIFSIGNALED(status)
         if os.WIFSTOPPED(status):
-            _as_job_uid(self.job_uid, _kill_all_but_init)
+            _kill_all_but_init()
             os.waitpid(pid, 0)
         if tampered:
             write_frame(host_out, {"t": "done", "n": nonce, "exit_code": None, "signal": None, "killed_by": None,
@@ -537,6 +551,7 @@ class JobSupervisor:
             for fd in (self.stdin_w, out_r, err_r, self.host_in, self.host_out):
                 os.close(fd)
             _job_main(self.spec, self.isolation, scratch, (stdin_r, out_w, err_w, job_sock.detach()))
+        self.isolation.job_started()
         for fd in (stdin_r, out_w, err_w):
             os.close(fd)
         job_sock.close()
@@ -763,23 +778,38 @@ def _reap_and_kill_rest(deadline: float) -> None:
         time.sleep(0.001)
 
 
-def _wipe(top: str) -> None:
-    """Remove everything under `top` (not `top` itself), whatever modes the job set."""
+def _wipe(top: str, strict: bool = True) -> None:
+    """Remove everything under `top` (not `top` itself), whatever modes the job set.
+    Not strict: skip what this uid may not remove (another uid's pass removes it)."""
     if not os.path.isdir(top):
         return
     stack = [top]
     dirs: list[str] = []
     while stack:  # iterative: a job may nest directories deeper than the recursion limit
         path = stack.pop()
-        for entry in os.scandir(path):
-            if entry.is_dir(follow_symlinks=False):
-                os.chmod(entry.path, 0o700)
-                stack.append(entry.path)
-                dirs.append(entry.path)
-            else:
-                os.unlink(entry.path)
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            if strict:
+                raise
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    os.chmod(entry.path, 0o700)
+                    stack.append(entry.path)
+                    dirs.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                if strict:
+                    raise
     for path in reversed(dirs):
-        os.rmdir(path)
+        try:
+            os.rmdir(path)
+        except OSError:
+            if strict:
+                raise
 
 
 def _remove_sysv_ipc() -> None:
@@ -835,11 +865,11 @@ def _as_job_uid(uid: int, work) -> None:
             time.sleep(0.001)
 
 
-def _wipe_everything() -> None:
-    _reap_and_kill_rest(time.monotonic() + CONTAINER_CLEANUP_S)
-    for top in CONTAINER_WRITABLE:
-        _wipe(top)
+def _wipe_what_the_jobs_own() -> None:
+    """As the jobs' uid: remove their IPC objects and, as far as it can, their files."""
     _remove_sysv_ipc()
+    for top in CONTAINER_WRITABLE:
+        _wipe(top, strict=False)
 
 
 def _leftovers() -> list[str]:
@@ -856,9 +886,13 @@ def _leftovers() -> list[str]:
 
 
 def _container_cleanup(job_uid: int) -> None:
-    """Everything of the jobs ends: killed, wiped and removed by a helper that is the
-    jobs' uid (so it may), then checked by the worker."""
-    _as_job_uid(job_uid, _wipe_everything)
+    """Everything of the jobs ends: their processes killed (the worker has CAP_KILL),
+    their files and IPC objects removed by a helper that is their uid, the rest (the
+    root-owned scratch) by the worker; then the worker checks that nothing is left."""
+    _reap_and_kill_rest(time.monotonic() + CONTAINER_CLEANUP_S)
+    _as_job_uid(job_uid, _wipe_what_the_jobs_own)
+    for top in CONTAINER_WRITABLE:
+        _wipe(top)
     left = _leftovers()
     if left:
         raise RuntimeError(f"left after cleanup: {left[:5]}")
@@ -880,7 +914,7 @@ def _parse_mode(args: list[str]) -> tuple[Isolation, list[str]]:
             sys.exit("container mode needs the worker to be PID 1 of its container (no --init)")
         job_uid = int(args[0].partition("=")[2])
         if os.geteuid() != 0 or job_uid <= 0:
-            sys.exit("container mode starts as root (CAP_SETUID, CAP_SETGID and CAP_SETPCAP only) "
+            sys.exit("container mode starts as root (CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_KILL only) "
                      "to run jobs as --container=UID")
         isolation, args = ContainerIsolation(job_uid), args[1:]
         _container_cleanup(job_uid)
@@ -913,7 +947,6 @@ def _supervise_in_fork(spec: dict, host_in: int, host_out: int, isolation: Isola
         # A signal ends the supervisor as a signal, not as a KeyboardInterrupt.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         try:
-            isolation.enter_supervisor()
             JobSupervisor(spec, host_in, host_out, isolation).run()
             code = 0
         except BaseException:
