@@ -55,7 +55,9 @@ def assert_task(tests: str) -> dict:
 def box(request):
     sandbox = create_sandbox(request.param, workers=1,
                              image=os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest"),
-                             timings=WorkerTimings(acquire_timeout_s=ACQUIRE_TIMEOUT_S))
+                             timings=WorkerTimings(acquire_timeout_s=ACQUIRE_TIMEOUT_S),
+                             # No replacement by age: a replaced container is the attack's doing.
+                             container_max_jobs=100_000)
     yield sandbox
     get("code").close(VerifyContext(sandbox=sandbox))
     sandbox.close()
