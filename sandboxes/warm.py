@@ -119,10 +119,6 @@ class WarmWorker(abc.ABC):
     @abc.abstractmethod
     def kill(self) -> None: ...
 
-    def send(self, frame: dict[str, Any], deadline: float) -> None:
-        """FrameError (nothing sent) when the frame is over the limits, else send_bytes."""
-        self.send_bytes(encode_frame(frame), deadline)
-
     def send_bytes(self, encoded: bytes, deadline: float) -> None:
         """Write one encoded frame; a worker that died or stopped reading ends it at once
         (WorkerBroken) or at the deadline (WorkerTimeout)."""
