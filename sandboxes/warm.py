@@ -328,6 +328,8 @@ class WorkerCallSession(CallSession):
         if self._worker is not None:
             log.warning("a sandbox call failed on the host's side; its worker is replaced")
             self._close(healthy=False)
+        if self._done is None:  # later calls on this session answer at once
+            self._done = CallResult(backend=self._backend.name, wall_s=time.monotonic() - self._started_at)
 
     def _job_broke_worker(self, timed_out: bool) -> None:
         """The worker of a started job stopped answering or broke protocol: the job's doing."""
