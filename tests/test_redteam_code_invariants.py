@@ -272,6 +272,17 @@ def test_a_hostile_frame_is_the_jobs_violation_and_frees_its_worker(judge, box, 
         attack_then_honest(judge, box, task, FRAME_ATTACKS[name], HONEST_ADD, same_worker=False)
 
 
+def test_the_deepest_values_that_encode_still_cross_both_ways(judge):
+    # Anything values.encode accepts fits a frame's nesting limit with its envelope: an
+    # honest answer with deep data is never a refused frame (nor anyone's violation).
+    task = assert_task("def check(candidate):\n    deep = []\n    for _ in range(195):\n        deep = [deep]\n"
+                       "    assert candidate(deep, 0) == deep\n"
+                       "    nested = {}\n    for _ in range(38):\n        nested = {'k': (nested,)}\n"
+                       "    assert candidate(nested, 0) == nested\n")
+    outcome, reward = judge(task, "def add(a, b):\n    return a\n")
+    assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence
+
+
 def test_a_deep_id_from_a_stdin_program_is_its_violation(judge, box):
     program = FIND_CHANNEL + (f"_raw(('{{\"t\":\"ask\",\"n\":\"' + _nonce() + '\",\"id\":' + {_nested(985)} + ',"
                               "\"body\":null}').encode())\nprint(4)\n")
