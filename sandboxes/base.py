@@ -56,6 +56,13 @@ class RequestTimeout(CallEnded):
         super().__init__(result, "the sandboxed call did not answer in time")
 
 
+class PayloadRefused(SandboxError):
+    """A call's payload is over the channel's size or nesting limits: it was never sent
+    (and no worker was taken). Callers that pass untrusted data bound it first."""
+
+    cause = "payload_too_large"
+
+
 class SandboxBusy(SandboxError):
     """Every worker is taken and the wait for one ran out: the caller should back off."""
 

@@ -1,11 +1,13 @@
 """The `docker` backend: warm pools of hardened containers driven through the Docker SDK.
 
-Each pool slot is one long-lived container running `sandboxes/worker.py --container` as
-its PID 1, attached over the engine's stdin/stdout stream, so a job costs a fork inside a
-warm container instead of a container start. The containers have no network, a
-read-only root, a tmpfs scratch, no capabilities, no-new-privileges, a non-root uid of
-their own, pids/memory/CPU limits, Docker's default seccomp profile and no log driver
-(the stream carries payloads, hidden tests included, which must not land in logs).
+Each pool slot is one long-lived container running `sandboxes/worker.py --container=UID`
+as its PID 1, attached over the engine's stdin/stdout stream, so a job costs a fork inside
+a warm container instead of a container start. The containers have no network, a
+read-only root, a tmpfs scratch, no capabilities but CAP_SETUID, CAP_SETGID, CAP_SETPCAP
+and CAP_KILL (the root worker's, to start jobs as UID and end them; jobs have none),
+no-new-privileges, a job uid of their own that differs from the worker's,
+pids/memory/CPU limits, Docker's default seccomp profile and no log driver (the stream
+carries payloads, hidden tests included, which must not land in logs).
 
 Between jobs the worker kills every process the job left and wipes everything writable;
 the host waits for its `clean` report before the container takes another job. A
@@ -62,6 +64,8 @@ DEMUX_HEADER = struct.Struct(">BxxxI")
 # Every container gets a uid of its own: RLIMIT_NPROC counts processes per uid across
 # the whole host, so a shared uid would let one container's jobs starve another's.
 UID_RANGE = (200_000, 2_000_000_000)
+# All the worker keeps: enough to start each job's supervisor under the jobs' uid.
+WORKER_CAPABILITIES = ("SETUID", "SETGID", "SETPCAP", "KILL")
 STREAM_STDOUT, STREAM_STDERR = 1, 2
 SOURCE_SUFFIXES = (".py", ".json", ".jsonl")
 SOURCE_HASH_CHARS = 16
@@ -167,8 +171,10 @@ class ContainerWorker(WarmWorker):
         api = self._api
         return api.create_container(
             backend.image,
-            command=[WORKER_PYTHON, "-I", "-B", WORKER_SCRIPT, "--container", ",".join(preload)],
-            user=f"{self.uid}:{self.uid}",
+            command=[WORKER_PYTHON, "-I", "-B", WORKER_SCRIPT, f"--container={self.uid}", ",".join(preload)],
+            # The worker (init) is root with four capabilities; jobs run as `self.uid`
+            # with none, so nothing a job runs can signal, renice or prlimit what outlives it.
+            user="0:0",
             stdin_open=True,
             tty=False,
             network_disabled=True,
@@ -348,6 +354,7 @@ class DockerSandbox(WarmWorkerBackend):
             "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.scratch_mb}m,mode=1777"},
             "shm_size": CONTAINER_SHM,
             "cap_drop": ["ALL"],
+            "cap_add": list(WORKER_CAPABILITIES),
             # No seccomp option: Docker's default profile applies (never "unconfined").
             "security_opt": ["no-new-privileges"],
             "pids_limit": self.pids,

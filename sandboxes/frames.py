@@ -6,6 +6,11 @@ incremental `FrameReader` and `FrameWriter` serve every end that must keep a clo
 running while the other side may be hostile: they never block, never trust a length
 before checking it, and turn anything malformed into a `FrameError`.
 
+Every frame is bounded both ways, in size and in nesting. A sender encodes first and
+checks the encoded size (never the size of what it was handed: re-escaping can grow a
+string six-fold) and the nesting against the receiver's limits before a byte goes out,
+so a frame a receiver would refuse is never sent; a receiver checks both again.
+
 Standard library only: this module also runs inside sandboxes and containers.
 """
 
@@ -17,13 +22,35 @@ import os
 import struct
 from typing import Any
 
+# Size limits, by hop. A job's own frames to its supervisor are at most JOB_MAX_FRAME;
+# the supervisor re-encodes what it relays (escaping can grow it) and refuses anything
+# over RELAY_MAX_FRAME; every other frame is at most MAX_FRAME, except a job's `done`,
+# which also carries its captured output (`done_frame_limit`).
 MAX_FRAME = 64 * 1024 * 1024
+JOB_MAX_FRAME = 16 * 1024 * 1024
+RELAY_MAX_FRAME = 32 * 1024 * 1024
+DONE_SLACK = 64 * 1024
+# The deepest nesting of JSON arrays and objects any frame may hold. Values that cross
+# the channel are nested far less (verifiers/code/values.py: MAX_DEPTH JSON levels) plus
+# a few levels of envelope; json's C code recurses per level, so this also keeps every
+# encoder and decoder far from the interpreter's recursion limit.
+MAX_DEPTH = 256
 HEADER = struct.Struct(">I")
 READ_CHUNK = 1 << 16
+_OPENERS = (b"[", b"{")
+_KILL_REASONS = ("timeout", "cpu", "memory", "output")
+VIOLATION_CHARS = 200
+MAX_VIOLATIONS = 16
 
 
 class FrameError(ValueError):
     """Bytes on a channel that are not a well-formed frame."""
+
+
+def done_frame_limit(output_bytes: int) -> int:
+    """The most a supervisor's `done` frame can hold: a relayed outcome plus stdout and
+    stderr (each capped at `output_bytes`) in base64."""
+    return RELAY_MAX_FRAME + 2 * (4 * (int(output_bytes) + 2) // 3) + DONE_SLACK
 
 
 def read_exact(fd: int, n: int) -> bytes:
@@ -37,20 +64,57 @@ def read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
+def _too_deep(data: bytes, value: Any) -> bool:
+    """Whether `value` (decoded from, or encoded to, `data`) nests deeper than MAX_DEPTH.
+    A frame with fewer brackets than that cannot; otherwise walk it, without recursion."""
+    if sum(data.count(opener) for opener in _OPENERS) <= MAX_DEPTH:
+        return False
+    level = [value]
+    for _ in range(MAX_DEPTH):
+        below = []
+        for item in level:
+            children = item.values() if type(item) is dict else item
+            below += [c for c in children if type(c) is list or type(c) is dict]
+        if not below:
+            return False
+        level = below
+    return True
+
+
+def decode_frame(data: bytes) -> Any:
+    """The JSON value of one frame's body; FrameError if malformed or nested too deeply."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise FrameError(f"undecodable frame: {type(exc).__name__}") from None
+    if _too_deep(data, value):
+        raise FrameError(f"frame nested deeper than {MAX_DEPTH}")
+    return value
+
+
 def read_frame(fd: int, limit: int = MAX_FRAME) -> Any:
     (size,) = HEADER.unpack(read_exact(fd, HEADER.size))
     if size > limit:
         raise FrameError(f"frame of {size} bytes exceeds {limit}")
-    return json.loads(read_exact(fd, size))
+    return decode_frame(read_exact(fd, size))
 
 
-def encode_frame(obj: Any) -> bytes:
-    data = json.dumps(obj, separators=(",", ":")).encode()
+def encode_frame(obj: Any, limit: int = MAX_FRAME) -> bytes:
+    """Header + body, or FrameError when the *encoded* body is over `limit`, nested too
+    deeply, or not JSON data at all. Nothing is sent before this has passed."""
+    try:
+        data = json.dumps(obj, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise FrameError(f"unencodable frame: {type(exc).__name__}") from None
+    if len(data) > limit:
+        raise FrameError(f"frame of {len(data)} bytes exceeds {limit}")
+    if _too_deep(data, obj):
+        raise FrameError(f"frame nested deeper than {MAX_DEPTH}")
     return HEADER.pack(len(data)) + data
 
 
-def write_frame(fd: int, obj: Any) -> None:
-    buf = encode_frame(obj)
+def write_frame(fd: int, obj: Any, limit: int = MAX_FRAME) -> None:
+    buf = encode_frame(obj, limit)
     while buf:
         buf = buf[os.write(fd, buf) :]
 
@@ -87,10 +151,7 @@ class FrameReader:
             return None
         data = bytes(self._buf[HEADER.size : HEADER.size + size])
         del self._buf[: HEADER.size + size]
-        try:
-            frame = json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            raise FrameError(f"undecodable frame: {type(exc).__name__}") from None
+        frame = decode_frame(data)
         if not isinstance(frame, dict):
             raise FrameError("a frame must be a JSON object")
         return frame
@@ -103,12 +164,14 @@ class FrameReader:
 class FrameWriter:
     """Queues frames for a non-blocking descriptor and writes as much as it takes."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, limit: int = MAX_FRAME) -> None:
         self.fd = fd
+        self.limit = limit
         self._pending = bytearray()
 
     def queue(self, obj: Any) -> None:
-        self._pending += encode_frame(obj)
+        """FrameError, and nothing queued, when the frame is over the receiver's limits."""
+        self._pending += encode_frame(obj, self.limit)
 
     @property
     def pending(self) -> int:
@@ -129,6 +192,8 @@ def decode_done(frame: dict[str, Any], backend: str):
     from sandboxes.base import CallResult
 
     outcome = frame.get("outcome") or {}
+    if not isinstance(outcome, dict):
+        raise ValueError("malformed outcome")
     return CallResult(
         exit_code=frame.get("exit_code"),
         signal=frame.get("signal"),
@@ -139,8 +204,8 @@ def decode_done(frame: dict[str, Any], backend: str):
         wall_s=float(frame.get("wall_s") or 0.0),
         cpu_s=float(frame.get("cpu_s") or 0.0),
         peak_memory_mb=float(frame.get("peak_memory_mb") or 0.0),
-        killed_by=frame.get("killed_by"),
-        violations=list(frame.get("violations") or []),
+        killed_by=frame.get("killed_by") if frame.get("killed_by") in _KILL_REASONS else None,
+        violations=[str(v)[:VIOLATION_CHARS] for v in (frame.get("violations") or [])][:MAX_VIOLATIONS],
         backend=backend,
         value=outcome.get("value"),
         returned=outcome.get("t") == "result",

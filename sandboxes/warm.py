@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import base64
+import contextlib
 import itertools
 import logging
 import os
@@ -28,6 +29,7 @@ import select
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +41,13 @@ from sandboxes.base import (
     JobResult,
     Limits,
     MessageHandler,
+    PayloadRefused,
     RequestTimeout,
     Sandbox,
     SandboxBusy,
     SandboxError,
 )
-from sandboxes.frames import FrameError, FrameReader, decode_done, encode_frame
+from sandboxes.frames import MAX_FRAME, FrameError, FrameReader, decode_done, done_frame_limit, encode_frame
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,11 @@ STDERR_LOG_CHARS = 1500
 NONCE_BYTES = 16
 # The channel violation the host records when a running job's worker broke protocol.
 BROKEN_CHANNEL = "the job broke its sandbox's protocol channel"
+# A frame the host was to send for the job (its id echoed, an answer to it, data it
+# steered) is over the channel's limits: never sent, and the job is ended.
+REFUSED_FRAME = "the job's channel carried a frame over its size or nesting limits"
+# While a send waits for the worker to take input, how often it checks the worker lives.
+SEND_TICK_S = 0.1
 SUPERVISOR_FAILED = "the sandbox supervisor failed while the job ran"
 # Tries for a job whose worker fails before the job starts (the second on a new worker).
 START_ATTEMPTS = 2
@@ -111,12 +119,18 @@ class WarmWorker(abc.ABC):
     @abc.abstractmethod
     def kill(self) -> None: ...
 
-    def send(self, frame: dict[str, Any], deadline: float) -> None:
-        data = memoryview(encode_frame(frame))
+    def send_bytes(self, encoded: bytes, deadline: float) -> None:
+        """Write one encoded frame; a worker that died or stopped reading ends it at once
+        (WorkerBroken) or at the deadline (WorkerTimeout)."""
+        data = memoryview(encoded)
         while data:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([], [self.writable_fd()], [], remaining)[1]:
+            if remaining <= 0:
                 raise WorkerTimeout("the worker took no input in time")
+            if not select.select([], [self.writable_fd()], [], min(remaining, SEND_TICK_S))[1]:
+                if not self.alive():
+                    raise WorkerBroken("the worker ended while input was sent to it")
+                continue
             try:
                 data = data[self.write_some(data) :]
             except BlockingIOError:
@@ -124,12 +138,13 @@ class WarmWorker(abc.ABC):
             except OSError as exc:
                 raise WorkerBroken("the worker's input closed") from exc
 
-    def read(self, deadline: float) -> dict[str, Any]:
-        """The next frame; WorkerTimeout or WorkerBroken otherwise. Never blocks past
-        the deadline, whatever the worker writes."""
+    def read(self, deadline: float, limit: int = MAX_FRAME) -> dict[str, Any]:
+        """The next frame (at most `limit` bytes); WorkerTimeout or WorkerBroken otherwise.
+        Never blocks past the deadline, whatever the worker writes."""
         if self._reader is None:
             os.set_blocking(self.out_fd, False)
             self._reader = FrameReader(self.out_fd)
+        self._reader.limit = limit
         while True:
             try:
                 frame = self._reader.next()
@@ -159,11 +174,16 @@ class WorkerPool:
         self._idle: queue.LifoQueue[WarmWorker] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(size)
         self._taken = 0  # slots held by callers now (for metrics)
+        self.started = 0  # workers started for this pool, replacements included
         self._taken_lock = threading.Lock()
 
     def _count_taken(self, delta: int) -> None:
         with self._taken_lock:
             self._taken += delta
+
+    def _count_started(self) -> None:
+        with self._taken_lock:
+            self.started += 1
 
     def stats(self) -> dict[str, int]:
         """Worker slots, warm idle workers, and slots in use now."""
@@ -178,7 +198,9 @@ class WorkerPool:
                 try:
                     worker = self._idle.get_nowait()
                 except queue.Empty:
-                    return self.backend.start_worker(self.preload)
+                    worker = self.backend.start_worker(self.preload)
+                    self._count_started()
+                    return worker
                 if worker.alive():
                     return worker
                 self.backend.retire_worker(worker)
@@ -222,13 +244,16 @@ class WorkerCallSession(CallSession):
         self._on_message = on_message
         self._ids = itertools.count(1)
         self._done: CallResult | None = None
+        # Violations the host saw (a frame it refused to send), added to the result.
+        self._violations: list[str] = []
+        self._read_limit = done_frame_limit(limits.output_bytes)
         self._lock = threading.Lock()
 
     # -- reading
 
     def _next_frame(self, deadline: float) -> dict[str, Any]:
         assert self._worker is not None
-        frame = self._worker.read(deadline)
+        frame = self._worker.read(deadline, self._read_limit)
         if frame.get("n") != self._nonce:
             raise WorkerBroken("a frame of another job")
         return frame
@@ -268,19 +293,43 @@ class WorkerCallSession(CallSession):
             while self._done is None:
                 self._pump(None)
             raise
-        self._send({"t": "ans", "id": frame.get("id"), "body": reply})
+        ask_id = frame.get("id")
+        if type(ask_id) is not int:
+            self._refuse()  # the host echoes only ids of its own shape
+            return
+        self._send({"t": "ans", "id": ask_id, "body": reply})
 
     def _send(self, frame: dict[str, Any]) -> None:
         if self._worker is None:
             return
         try:
-            self._worker.send({**frame, "n": self._nonce}, self._deadline)
+            data = encode_frame({**frame, "n": self._nonce})
+        except FrameError:
+            self._refuse()
+            return
+        try:
+            self._worker.send_bytes(data, self._deadline)
         except WorkerTimeout:
             self._job_broke_worker(timed_out=True)  # past the call's deadline, or not reading
         except SandboxError:
             self._job_broke_worker(timed_out=False)
 
     # -- ending
+
+    def _refuse(self) -> None:
+        """A frame for this job is over the channel's limits: nothing of it was sent (the
+        stream is in step), so the job is aborted, the worker kept, and the job blamed."""
+        if REFUSED_FRAME not in self._violations:
+            self._violations.append(REFUSED_FRAME)
+        self._send({"t": "abort"})
+
+    def _release_on_failure(self) -> None:
+        """Whatever went wrong on the host's side, the worker goes back (replaced)."""
+        if self._worker is not None:
+            log.warning("a sandbox call failed on the host's side; its worker is replaced")
+            self._close(healthy=False)
+        if self._done is None:  # later calls on this session answer at once
+            self._done = CallResult(backend=self._backend.name, wall_s=time.monotonic() - self._started_at)
 
     def _job_broke_worker(self, timed_out: bool) -> None:
         """The worker of a started job stopped answering or broke protocol: the job's doing."""
@@ -293,7 +342,7 @@ class WorkerCallSession(CallSession):
             backend=self._backend.name,
             wall_s=time.monotonic() - self._started_at,
             killed_by="timeout" if timed_out else None,
-            violations=[] if timed_out else [BROKEN_CHANNEL],
+            violations=[*self._violations, *([] if timed_out else [BROKEN_CHANNEL])],
         )
 
     def _finish_with(self, frame: dict[str, Any]) -> None:
@@ -304,12 +353,14 @@ class WorkerCallSession(CallSession):
                         self._worker.stderr_text())
             self._close(healthy=False)
             self._done = CallResult(backend=self._backend.name, wall_s=time.monotonic() - self._started_at,
-                                    violations=[SUPERVISOR_FAILED])
+                                    violations=[*self._violations, SUPERVISOR_FAILED])
             return
         try:
             done = decode_done(frame, self._backend.name)
-        except (ValueError, TypeError) as exc:
-            raise WorkerBroken("a malformed done frame") from exc
+        except (ValueError, TypeError):
+            self._job_broke_worker(timed_out=False)
+            return
+        done.violations = [*self._violations, *(v for v in done.violations if v not in self._violations)]
         self._done = done
         healthy = self._backend.job_ended(self._worker, done) and not frame.get("retire")
         self._close(healthy=healthy)
@@ -325,7 +376,7 @@ class WorkerCallSession(CallSession):
     # -- the CallSession interface
 
     def request(self, message: Any, timeout_s: float | None = None) -> Any:
-        with self._lock:
+        with self._lock, self._guarded():
             if self._done is not None:
                 raise CallEnded(self._done)
             request_id = next(self._ids)
@@ -340,22 +391,32 @@ class WorkerCallSession(CallSession):
                 raise RequestTimeout(self._done) from None
 
     def wait(self) -> CallResult:
-        with self._lock:
+        with self._lock, self._guarded():
             self._pump(None)
             assert self._done is not None
             return self._done
 
     def finish(self) -> CallResult:
-        with self._lock:
+        with self._lock, self._guarded():
             if self._done is None:
                 self._send({"t": "finish"})
         return self.wait()
 
     def abort(self) -> CallResult:
-        with self._lock:
+        with self._lock, self._guarded():
             if self._done is None:
                 self._send({"t": "abort"})
         return self.wait()
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """Never leak the worker: an exception out of the session (a failing message
+        handler included, once its job has ended) leaves no worker taken."""
+        try:
+            yield
+        except BaseException:
+            self._release_on_failure()
+            raise
 
 
 class WarmWorkerBackend(Sandbox):
@@ -400,10 +461,18 @@ class WarmWorkerBackend(Sandbox):
         before that is the infrastructure's failure: one retry on a fresh worker."""
         the_pool = self.pool(pool, preload)
         for attempt in range(1, START_ATTEMPTS + 1):
-            worker = the_pool.acquire(self.timings.acquire_timeout_s)
             nonce = secrets.token_hex(NONCE_BYTES)
+            try:
+                job = encode_frame({"t": "job", "spec": {**spec, "nonce": nonce, "limits": limits.to_dict()}})
+            except FrameError:
+                raise PayloadRefused("the job's payload is over the channel's size or nesting limits") from None
+            worker = the_pool.acquire(self.timings.acquire_timeout_s)
             session = WorkerCallSession(self, the_pool, worker, nonce, limits, on_message)
-            failure = self._hand_over(worker, session, {**spec, "nonce": nonce, "limits": limits.to_dict()})
+            try:
+                failure = self._hand_over(worker, session, job)
+            except BaseException:
+                the_pool.release(worker, healthy=False)
+                raise
             if failure is None:
                 return session
             log.warning("sandbox worker failed before its job started (attempt %d): %s; stderr: %s",
@@ -411,11 +480,11 @@ class WarmWorkerBackend(Sandbox):
             the_pool.release(worker, healthy=False)
         raise SandboxError("sandbox workers failed before the job started", cause=failure.cause)
 
-    def _hand_over(self, worker: WarmWorker, session: WorkerCallSession, spec: dict[str, Any]) -> SandboxError | None:
-        """Send the job and wait for `started`; the failure when it did not start."""
+    def _hand_over(self, worker: WarmWorker, session: WorkerCallSession, job: bytes) -> SandboxError | None:
+        """Send the (encoded) job and wait for `started`; the failure when it did not start."""
         deadline = time.monotonic() + self.timings.start_timeout_s
         try:
-            worker.send({"t": "job", "spec": spec}, deadline)
+            worker.send_bytes(job, deadline)
             frame = session._next_frame(deadline)
         except SandboxError as exc:
             return exc
@@ -454,6 +523,12 @@ class WarmWorkerBackend(Sandbox):
 
     def pool_names(self) -> list[str]:
         return sorted(self._pools)
+
+    def workers_started(self, pool: str) -> int:
+        """How many workers `pool` has started so far: a replaced worker counts again."""
+        with self._lock:
+            found = self._pools.get(pool)
+        return found.started if found is not None else 0
 
     def pool_stats(self) -> dict[str, dict[str, int]]:
         with self._lock:

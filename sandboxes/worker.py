@@ -13,13 +13,17 @@ speaks to the host. How the job is walled in depends on the worker's mode (an
 - namespaces (default): the job is PID 1 of fresh user, PID, mount and IPC namespaces,
   with a fresh tmpfs scratch at /tmp and an empty /proc. When it exits the kernel kills
   everything it started, so a fork bomb or a `setsid` escapee cannot outlive the job.
-- container (`--container`, the docker backend): Docker's seccomp profile forbids
-  `unshare`, so the job gets no new namespaces. The worker must be PID 1 of its
-  container (init cannot be killed from its own namespace). When the job ends the
-  supervisor kills every process but PID 1 and itself (`kill(-1)`); the worker then
-  kills anything left, wipes everything jobs can write (/tmp, /dev/shm, /dev/mqueue,
-  System V IPC) and reports `clean` before it takes the next job. The container itself
-  supplies no network, a read-only root, no capabilities and a non-root uid.
+- container (`--container=UID`, the docker backend): Docker's seccomp profile forbids
+  `unshare`, so the job gets no new namespaces; it gets a uid of its own instead. The
+  worker is PID 1 of its container and runs as root with only CAP_SETUID, CAP_SETGID,
+  CAP_SETPCAP and CAP_KILL; each supervisor keeps only CAP_KILL once it has forked the
+  job, and the job drops to UID with no capability at all, so nothing a job runs can
+  signal, renice or `prlimit` its supervisor or the worker. When the job ends the
+  supervisor kills every process but PID 1 and itself (`kill(-1)`); the worker kills
+  anything left, has a helper that is UID remove the jobs' files and IPC objects,
+  wipes the rest of what jobs can write (/tmp, /dev/shm, /dev/mqueue), checks that
+  nothing is left, and reports `clean` before it takes the next job. The container
+  itself supplies no network, a read-only root and no other capability.
 - unsafe (`--unsafe`, the operator's explicit choice where no namespaces can be made):
   rlimits, a private scratch directory and the job's own process group, nothing else.
 
@@ -29,6 +33,10 @@ channel socket (fd 3, closed for commands). Every frame names the job's nonce; t
 supervisor reads the channel without ever blocking, so junk, a forged or oversized
 frame, a half-written frame or a flood cannot stall its clock, and it reports such
 tampering as the job's violation. Frames are a 4-byte big-endian length and UTF-8 JSON.
+
+Between jobs, in every mode, the worker compares its own state (rlimits, priority, CPU
+affinity, OOM score) with the state it started with; a worker whose state changed
+ends, and the host replaces it.
 """
 
 from __future__ import annotations
@@ -54,9 +62,18 @@ from typing import Any, NoReturn
 # Run as a script with -I: make the package importable from the mount root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from sandboxes.frames import FrameError, FrameReader, FrameWriter, encode_frame, read_frame, write_frame  # noqa: E402
+from sandboxes.frames import (  # noqa: E402
+    JOB_MAX_FRAME,
+    RELAY_MAX_FRAME,
+    FrameError,
+    FrameReader,
+    FrameWriter,
+    done_frame_limit,
+    encode_frame,
+    read_frame,
+    write_frame,
+)
 
-JOB_MAX_FRAME = 16 * 1024 * 1024
 SCRATCH = "/tmp/work"
 STDIN_FD, STDOUT_FD, STDERR_FD, CHANNEL_FD = 0, 1, 2, 3
 # Descriptors closed one by one where /proc/self/fd cannot be listed.
@@ -97,13 +114,33 @@ MS_NOEXEC = 0x8
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+CAP_KILL = 5
+CAP_SETPCAP = 8
+# Capability numbers tried when emptying the bounding set (unknown ones fail harmlessly).
+CAP_LAST_PROBE = 64
 JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 # Words the host shows for failures of the sandbox itself (never an exception's text).
 TAMPERED_CHANNEL = "the job wrote a malformed or forged frame on its protocol channel"
 STALLED_CHANNEL = "the job stopped reading its protocol channel"
+OVERSIZED_RESULT = "the job's result was over its channel's size limit"
+# Ids of the job's asks: what the host echoes back, so only small integers.
+MAX_ASK_ID = 2**53
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _worker_state() -> tuple:
+    """What a job must not be able to change about the worker that outlives it."""
+    limits = tuple(resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource))
+                   if name.startswith("RLIMIT_"))
+    try:
+        with open("/proc/self/oom_score_adj") as f:
+            oom = f.read().strip()
+    except OSError:
+        oom = None
+    return limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), oom
 
 
 def _check(ret: int, what: str) -> None:
@@ -119,7 +156,9 @@ def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") ->
     )
 
 
-def _drop_capabilities() -> None:
+def _drop_capabilities(keep: int = 0) -> None:
+    """Effective and permitted capabilities down to the mask `keep` (none by default)."""
+
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -128,6 +167,7 @@ def _drop_capabilities() -> None:
 
     header = Header(0x20080522, 0)
     data = (Data * 2)()
+    data[0].effective = data[0].permitted = keep
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
@@ -138,6 +178,12 @@ class Isolation:
     """How one worker mode walls a job in. The base is the unsafe mode's floor."""
 
     name = "unsafe"
+
+    def __init__(self) -> None:
+        self.initial_state = _worker_state()
+
+    def job_started(self) -> None:
+        """In the supervisor, right after it forked the job: what it keeps from here on."""
 
     def make_scratch(self, limits: dict) -> str:
         """In the supervisor, before the job: the job's working directory."""
@@ -162,7 +208,15 @@ class Isolation:
             _report_supervisor_failure(host_out, nonce, status)
 
     def between_jobs(self, host_out: int) -> bool:
-        """In the worker, after each job; False ends the worker."""
+        """In the worker, after each job; False ends the worker (the host replaces it)."""
+        return self.unchanged()
+
+    def unchanged(self) -> bool:
+        """Whether the worker's own state is what it started with."""
+        now = _worker_state()
+        if now != self.initial_state:
+            print(f"worker state changed during a job: {self.initial_state} -> {now}", file=sys.stderr)
+            return False
         return True
 
 
@@ -204,15 +258,32 @@ class NamespaceIsolation(Isolation):
 class ContainerIsolation(Isolation):
     name = "container"
 
+    def __init__(self, job_uid: int) -> None:
+        super().__init__()
+        self.job_uid = job_uid
+
     def make_scratch(self, limits: dict) -> str:
-        # The worker wiped /tmp after the previous job; the directory is new.
-        os.mkdir(SCRATCH, 0o755)
+        # The worker wiped /tmp after the previous job; the directory is new, root's, and
+        # open to the job (its files there are its own; the worker removes the rest).
+        os.mkdir(SCRATCH)
+        os.chmod(SCRATCH, 0o1777)
         return SCRATCH
 
+    def job_started(self) -> None:
+        # The supervisor stays root (the job's uid cannot signal it) with CAP_KILL alone:
+        # enough to end the job and everything it started.
+        for cap in range(CAP_LAST_PROBE):
+            if cap not in (CAP_KILL, CAP_SETPCAP):
+                _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        _libc.prctl(PR_CAPBSET_DROP, CAP_SETPCAP, 0, 0, 0)
+        _drop_capabilities(1 << CAP_KILL)
+
     def wall_in_job(self) -> None:
-        # If the container's memory limit is hit, the job and not its supervisor dies.
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        # If the container's memory limit is hit, a process of the job and not the worker
+        # dies (set while still root; then the job is its own uid, without capabilities).
+        with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
+        _become(self.job_uid)
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def after_job_exit(self, pid: int) -> None:
@@ -224,8 +295,8 @@ class ContainerIsolation(Isolation):
         pass  # the worker wipes every writable place between jobs
 
     def await_supervisor(self, pid: int, host_out: int, nonce: str) -> None:
-        """Here the job shares the supervisor's uid, so it can signal it (in namespace
-        mode it cannot even name it). A supervisor stopped or killed while its job ran
+        """The job can name its supervisor here (in namespace mode it cannot), though as
+        another uid it cannot signal it. A supervisor stopped or killed while its job ran
         was attacked by the job: the job's violation, not an infrastructure failure.
         (The host replaces the container after a violation.)"""
         _, status = os.waitpid(pid, os.WUNTRACED)
@@ -245,13 +316,14 @@ class ContainerIsolation(Isolation):
         # The host waits for this before it releases the container for the next job; a
         # failed cleanup ends the worker so that the host replaces the container.
         try:
-            _container_cleanup()
+            _container_cleanup(self.job_uid)
         except Exception:
             traceback.print_exc()
             write_frame(host_out, {"t": "clean", "ok": False})
             return False
-        write_frame(host_out, {"t": "clean", "ok": True})
-        return True
+        ok = self.unchanged()
+        write_frame(host_out, {"t": "clean", "ok": ok})
+        return ok
 
 
 def _report_supervisor_failure(host_out: int, nonce: str, status: int) -> None:
@@ -272,7 +344,8 @@ class Channel:
         self._next_id = 0
 
     def send(self, frame: dict) -> None:
-        write_frame(self._fd, {**frame, "n": self._nonce})
+        """FrameError, and nothing sent, when the frame is over the channel's limits."""
+        write_frame(self._fd, {**frame, "n": self._nonce}, JOB_MAX_FRAME)
 
     def ask(self, body: object) -> object:
         """Send `body` to the host's message handler and return its answer."""
@@ -292,7 +365,10 @@ class Channel:
             if kind == "finish":
                 return
             if kind == "req":
-                self.send({"t": "ans", "id": frame.get("id"), "body": handler(frame.get("body"))})
+                try:
+                    self.send({"t": "ans", "id": frame.get("id"), "body": handler(frame.get("body"))})
+                except FrameError:  # an answer too big for the channel: an empty one instead
+                    self.send({"t": "ans", "id": frame.get("id"), "body": None})
 
 
 def _apply_limits(limits: dict) -> None:
@@ -382,7 +458,7 @@ def _call_target(spec: dict) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        data = encode_frame({**frame, "n": nonce})
+        data = encode_frame({**frame, "n": nonce}, JOB_MAX_FRAME)
     except (TypeError, ValueError, RecursionError, MemoryError):
         data = encode_frame({"t": "raised", "n": nonce, "type": "Unencodable",
                              "message": "the return value is not JSON data"})
@@ -468,7 +544,8 @@ class JobSupervisor:
         self.host_in = host_in
         self.host_out = host_out
         self.from_host = FrameReader(host_in)
-        self.to_host = FrameWriter(host_out)
+        # What it relays from the job; its own `done` goes out with a limit of its own.
+        self.to_host = FrameWriter(host_out, RELAY_MAX_FRAME)
         self.killed_by: str | None = None
         self.violations: list[str] = []
         self.outcome: dict = {}
@@ -502,6 +579,7 @@ class JobSupervisor:
             for fd in (self.stdin_w, out_r, err_r, self.host_in, self.host_out):
                 os.close(fd)
             _job_main(self.spec, self.isolation, scratch, (stdin_r, out_w, err_w, job_sock.detach()))
+        self.isolation.job_started()
         for fd in (stdin_r, out_w, err_w):
             os.close(fd)
         job_sock.close()
@@ -596,7 +674,12 @@ class JobSupervisor:
     def _send_final(self, done: dict) -> None:
         os.set_blocking(self.host_out, True)
         os.set_blocking(self.host_in, True)
-        self.to_host.queue(done)
+        self.to_host.limit = done_frame_limit(self.limits["output_bytes"])
+        try:
+            self.to_host.queue(done)
+        except FrameError:  # cannot happen within the limits above; never send it anyway
+            self.to_host.queue({**done, "outcome": {}, "stdout": "", "stderr": "",
+                                "violations": [*self.violations, OVERSIZED_RESULT]})
         self.to_host.flush()
 
     # -- events
@@ -646,13 +729,20 @@ class JobSupervisor:
             self._close_channel()
 
     def _from_job(self, frame: dict) -> None:
+        """Relay or keep one frame of the job; FrameError (the job's violation) for a
+        forged one, and for one over the limits once re-encoded here."""
         kind = frame.get("t")
         if frame.get("n") != self.nonce or kind not in ("ask", "ans", "result", "raised"):
             raise FrameError("forged frame")
         if kind in ("ask", "ans"):
-            self.to_host.queue({"t": kind, "n": self.nonce, "id": frame.get("id"), "body": frame.get("body")})
+            ask_id = frame.get("id")
+            if type(ask_id) is not int or not 0 <= ask_id < MAX_ASK_ID:
+                raise FrameError("a frame id that is not a small integer")
+            self.to_host.queue({"t": kind, "n": self.nonce, "id": ask_id, "body": frame.get("body")})
         elif not self.outcome:
-            self.outcome = {key: frame.get(key) for key in ("t", "value", "type", "message") if key in frame}
+            outcome = {key: frame.get(key) for key in ("t", "value", "type", "message") if key in frame}
+            encode_frame(outcome, RELAY_MAX_FRAME)
+            self.outcome = outcome
 
     def _tampered(self, what: str) -> None:
         self._close_channel()
@@ -662,13 +752,19 @@ class JobSupervisor:
         self.from_host.fill()
         if self.from_host.eof:
             self._kill(None, "aborted by host")  # the host went away: nobody waits for the job
-        while (frame := self.from_host.next()) is not None:
-            if frame.get("t") == "abort":
-                self._kill(None, "aborted by host")
-            elif self.chan_open:
-                self.to_job.queue(frame)
-                with contextlib.suppress(OSError):
-                    self.to_job.flush()
+        try:
+            while (frame := self.from_host.next()) is not None:
+                if frame.get("t") == "abort":
+                    self._kill(None, "aborted by host")
+                elif self.chan_open:
+                    self.to_job.queue(frame)
+                    with contextlib.suppress(OSError):
+                        self.to_job.flush()
+        except FrameError:
+            # The host checks every frame before sending: this stream is out of step.
+            self.retire = True
+            self.from_host.eof = True
+            self._kill(None, "aborted by host")
 
     def _classify_end(self, sig: int | None, cpu_s: float, stderr: bytes) -> None:
         if self.killed_by is None and sig == signal.SIGXCPU:
@@ -710,23 +806,38 @@ def _reap_and_kill_rest(deadline: float) -> None:
         time.sleep(0.001)
 
 
-def _wipe(top: str) -> None:
-    """Remove everything under `top` (not `top` itself), whatever modes the job set."""
+def _wipe(top: str, strict: bool = True) -> None:
+    """Remove everything under `top` (not `top` itself), whatever modes the job set.
+    Not strict: skip what this uid may not remove (another uid's pass removes it)."""
     if not os.path.isdir(top):
         return
     stack = [top]
     dirs: list[str] = []
     while stack:  # iterative: a job may nest directories deeper than the recursion limit
         path = stack.pop()
-        for entry in os.scandir(path):
-            if entry.is_dir(follow_symlinks=False):
-                os.chmod(entry.path, 0o700)
-                stack.append(entry.path)
-                dirs.append(entry.path)
-            else:
-                os.unlink(entry.path)
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            if strict:
+                raise
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    os.chmod(entry.path, 0o700)
+                    stack.append(entry.path)
+                    dirs.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                if strict:
+                    raise
     for path in reversed(dirs):
-        os.rmdir(path)
+        try:
+            os.rmdir(path)
+        except OSError:
+            if strict:
+                raise
 
 
 def _remove_sysv_ipc() -> None:
@@ -744,11 +855,75 @@ def _remove_sysv_ipc() -> None:
                 getattr(_libc, func)(ipc_id, IPC_RMID, None)
 
 
-def _container_cleanup() -> None:
+def _become(uid: int) -> None:
+    """Drop from root to `uid` for good: an empty capability bounding set, no groups,
+    real, effective and saved ids all `uid` (with no uid 0 left, the kernel clears every
+    capability)."""
+    for cap in sorted(range(CAP_LAST_PROBE), key=lambda c: c == CAP_SETPCAP):  # SETPCAP last
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def _as_job_uid(uid: int, work) -> None:
+    """Run `work` in a fork that has become the jobs' uid, reaping (as PID 1) whatever
+    dies meanwhile; RuntimeError unless it succeeded."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _become(uid)
+            work()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        os._exit(code)
+    deadline = time.monotonic() + CONTAINER_CLEANUP_S
+    while True:
+        reaped, status = os.waitpid(-1, os.WNOHANG)
+        if reaped == pid:
+            if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                raise RuntimeError("the cleanup as the jobs' uid failed")
+            return
+        if reaped == 0:
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.001)
+
+
+def _wipe_what_the_jobs_own() -> None:
+    """As the jobs' uid: remove their IPC objects and, as far as it can, their files."""
+    _remove_sysv_ipc()
+    for top in CONTAINER_WRITABLE:
+        _wipe(top, strict=False)
+
+
+def _leftovers() -> list[str]:
+    """What a job may have left that the worker (root, without capabilities over the
+    jobs' files) can see: processes, entries in writable places, System V IPC objects."""
+    left = [f"process {p}" for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    for top in CONTAINER_WRITABLE:
+        if os.path.isdir(top):
+            left += [f"{top}/{name}" for name in os.listdir(top)]
+    for kind in ("shm", "sem", "msg"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/sysvipc/{kind}") as f:
+            left += [f"{kind} {line.split()[1]}" for line in f.readlines()[1:] if line.strip()]
+    return left
+
+
+def _container_cleanup(job_uid: int) -> None:
+    """Everything of the jobs ends: their processes killed (the worker has CAP_KILL),
+    their files and IPC objects removed by a helper that is their uid, the rest (the
+    root-owned scratch) by the worker; then the worker checks that nothing is left."""
     _reap_and_kill_rest(time.monotonic() + CONTAINER_CLEANUP_S)
+    _as_job_uid(job_uid, _wipe_what_the_jobs_own)
     for top in CONTAINER_WRITABLE:
         _wipe(top)
-    _remove_sysv_ipc()
+    left = _leftovers()
+    if left:
+        raise RuntimeError(f"left after cleanup: {left[:5]}")
 
 
 # ------------------------------------------------------------------------- worker
@@ -761,12 +936,16 @@ def _parse_mode(args: list[str]) -> tuple[Isolation, list[str]]:
         if os.geteuid() == 0:
             sys.exit("unsafe mode refuses to run jobs as root: start the service as an unprivileged user")
         isolation, args = Isolation(), args[1:]
-    elif args and args[0] == "--container":
+    elif args and args[0].startswith("--container="):
         if os.getpid() != 1:
-            # kill(-1) in container mode would take the worker down with the job.
+            # The worker must be init: the one process of its container no job outlives.
             sys.exit("container mode needs the worker to be PID 1 of its container (no --init)")
-        isolation, args = ContainerIsolation(), args[1:]
-        _container_cleanup()
+        job_uid = int(args[0].partition("=")[2])
+        if os.geteuid() != 0 or job_uid <= 0:
+            sys.exit("container mode starts as root (CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_KILL only) "
+                     "to run jobs as --container=UID")
+        isolation, args = ContainerIsolation(job_uid), args[1:]
+        _container_cleanup(job_uid)
     return isolation, [m for m in args[0].split(",") if m] if args else []
 
 

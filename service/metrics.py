@@ -31,6 +31,16 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics import MetricWrapperBase
 
+from verifiers.base import FLAG_NAME, UnknownVerifier
+from verifiers.registry import get as get_verifier
+
+# Flag labels: a verifier's declared vocabulary (Verifier.flag_names) plus the flags every
+# verifier may carry; a verifier without one gets at most MAX_FLAG_LABELS names, each a
+# well-formed flag name. Any other flag is counted under OTHER_FLAG.
+SHARED_FLAGS = frozenset({"truncated", "sandbox_error", "sandbox_busy", "verifier_error", "executor_error",
+                          "executor_timeout"})
+MAX_FLAG_LABELS = 64
+OTHER_FLAG = "other"
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _CAUSE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -44,6 +54,13 @@ def error_cause(evidence: dict[str, Any] | None, field: str = "error_cause") -> 
     evidence = evidence or {}
     cause = evidence.get(field) or (evidence.get("error") if field == "error_cause" else None) or "unknown"
     return cause if isinstance(cause, str) and _CAUSE.match(cause) else "other"
+
+
+def _vocabulary(verifier: str) -> frozenset[str] | None:
+    try:
+        return get_verifier(verifier).flag_names
+    except UnknownVerifier:
+        return None
 
 
 class _SandboxPools:
@@ -92,6 +109,21 @@ class Metrics:
                                             ["reason"], registry=r),
         }
         self._lock = threading.Lock()
+        self._flag_labels: dict[str, set[str]] = {}
+
+    def _flag_label(self, verifier: str, flag: str) -> str:
+        """The label a flag is counted under: never more than a bounded set per verifier."""
+        vocabulary = _vocabulary(verifier)
+        if flag in SHARED_FLAGS or (vocabulary is not None and flag in vocabulary):
+            return flag
+        if vocabulary is not None or not FLAG_NAME.fullmatch(flag):
+            return OTHER_FLAG
+        with self._lock:
+            seen = self._flag_labels.setdefault(verifier, set())
+            if flag in seen or len(seen) < MAX_FLAG_LABELS:
+                seen.add(flag)
+                return flag
+        return OTHER_FLAG
 
     def watch_sandbox(self, pool_stats: Callable[[], dict[str, dict[str, int]]]) -> None:
         self.registry.register(_SandboxPools(pool_stats))
@@ -102,8 +134,8 @@ class Metrics:
                      evidence: dict[str, Any] | None) -> None:
         self.verifications.labels(verifier, verdict).inc()
         self.latency.labels(verifier).observe(seconds)
-        for flag in set(flags):
-            self.flags.labels(verifier, flag).inc()
+        for label in {self._flag_label(verifier, flag) for flag in flags}:
+            self.flags.labels(verifier, label).inc()
         if verdict == "error":
             self.errors.labels(verifier, error_cause(evidence, "error"), error_cause(evidence)).inc()
 

@@ -86,6 +86,14 @@ FlagAction = Literal["flag", "fail"]
 TruncationPolicy = Literal["score", "fail", "mask"]
 INSPECTION_DEFAULTS: dict[str, Any] = {"prompt": None, "flag_policy": {}, "truncation": "score", "hide": []}
 FLAG_EVIDENCE_LIMIT = 500
+# A flag name is a short snake_case word, optionally `family:word`: never text a response
+# chose (see Verifier.flag_names). Any other name becomes UNNAMED_FLAG, the offered
+# name kept, clipped, in its evidence.
+FLAG_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}(?::[a-z][a-z0-9_]{0,47})?")
+UNNAMED_FLAG = "unnamed_flag"
+# Bounds on one outcome's flags: how many, and the encoded size of each one's evidence.
+MAX_FLAGS = 64
+FLAG_EVIDENCE_BYTES = 4000
 
 
 DEFAULT_WEIGHTS = {"correctness": 1.0, "resources": 0.0, "process": 0.0}
@@ -171,8 +179,14 @@ class Flag(str):
     evidence: dict[str, Any]
 
     def __new__(cls, name: str, evidence: dict[str, Any] | None = None) -> Flag:
+        evidence = dict(evidence or {})
+        if not (isinstance(name, str) and FLAG_NAME.fullmatch(name)):
+            name, evidence = UNNAMED_FLAG, {"offered": clip(repr(name), 100)}
+        size = len(json.dumps(evidence, default=repr))
+        if size > FLAG_EVIDENCE_BYTES:
+            evidence = {"truncated": f"{size} bytes of evidence"}
         made = super().__new__(cls, name)
-        made.evidence = dict(evidence or {})
+        made.evidence = evidence
         return made
 
     @property
@@ -200,7 +214,7 @@ class Outcome:
     usage: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        self.flags = [f if isinstance(f, Flag) else Flag(f) for f in self.flags]
+        self.flags = _bounded_flags(self.flags)
 
     def flag_map(self) -> dict[str, dict[str, Any]]:
         """Flags by name; a name seen twice keeps its first evidence."""
@@ -210,10 +224,23 @@ class Outcome:
         return dict(sorted(out.items()))
 
     def add_flags(self, flags: list[Flag]) -> None:
-        self.flags = [*self.flags, *flags]
+        self.flags = _bounded_flags([*self.flags, *flags])
 
     def reward(self, task: TaskBase) -> float:
         return score(self.components, task.reward_weights, task.failure_value, self.verdict)
+
+
+def _bounded_flags(flags: list[Flag | str]) -> list[Flag | str]:
+    """Flags as `Flag`s, at most MAX_FLAGS distinct names (the first ones kept)."""
+    out: list[Flag | str] = []
+    names: set[str] = set()
+    for f in flags:
+        made = f if isinstance(f, Flag) else Flag(f)
+        if str(made) not in names and len(names) >= MAX_FLAGS:
+            continue
+        names.add(str(made))
+        out.append(made)
+    return out
 
 
 def score(
@@ -268,6 +295,9 @@ class Verifier(abc.ABC):
     version: ClassVar[str]
     description: ClassVar[str] = ""
     task_model: ClassVar[type[TaskBase]]
+    # Every flag name this verifier can raise, when it declares them (None: undeclared).
+    # Metrics label flags by name only within this vocabulary (service/metrics.py).
+    flag_names: ClassVar[frozenset[str] | None] = None
     # True when `verify_many` judges a group in one pass (shared sandbox set-up): the
     # engine then hands it the whole group on one thread. False: the engine fans the
     # responses out to threads, one `verify` call each.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import io
+import json
 import os
 import sys
 import traceback
@@ -56,12 +57,24 @@ MAX_AUDIT_PATHS = 8
 AUDIT_PATH_CHARS = 120
 MAX_EXCEPTION_BASES = 8
 
+# The kinds `_note` records: the only audit kinds the host reads (anything else a
+# candidate writes into its own report is ignored).
+AUDIT_KINDS = frozenset({"network", "spawn", "kill", "introspection", "file_write", "tamper_file"})
+
 _NETWORK = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"}
 _SPAWN = {"os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "subprocess.Popen"}
 _KILL = {"os.kill", "os.killpg", "signal.pthread_kill"}
 _INTROSPECT = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
                "sys.setprofile", "ctypes.dlopen", "ctypes.dlsym"}
 _FILE_CHANGE = {"os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "shutil.rmtree", "os.unlink"}
+
+# Every exception class of builtins, taken before any candidate code runs.
+_BUILTIN_EXCEPTIONS = tuple(v for v in vars(builtins).values() if isinstance(v, type) and issubclass(v, BaseException))
+# type's own descriptors: a metaclass cannot override these reads.
+_TYPE_MRO = type.__dict__["__mro__"].__get__
+_TYPE_NAME = type.__dict__["__name__"].__get__
+# The largest encoded value a call returns (the channel carries a little more).
+MAX_VALUE_BYTES = 12 * 1024 * 1024
 
 _events: dict[str, int] = {}
 _paths: list[str] = []
@@ -110,32 +123,59 @@ def report() -> dict[str, Any]:
 
 
 def _describe(exc: BaseException) -> dict[str, Any]:
+    """The exception as plain data. Its class is the candidate's: a metaclass can make
+    `__name__`, `__mro__` or `__str__` raise or lie, so only real builtins and real
+    strings are named (the grader trusts none of it anyway)."""
     # Builtin ancestors let the grader re-raise e.g. a ValueError subclass as ValueError.
-    bases = [k.__name__ for k in type(exc).__mro__ if getattr(builtins, k.__name__, None) is k]
+    kind = type(exc)
+    bases = [b.__name__ for k in _TYPE_MRO(kind) for b in _BUILTIN_EXCEPTIONS if k is b]
+    try:
+        name = _TYPE_NAME(kind)
+    except BaseException:  # noqa: BLE001
+        name = None
     try:
         message = str(exc)[:MESSAGE_CHARS]
     except BaseException:  # a hostile __str__ must not take the harness down
         message = "<unprintable>"
-    return {"type": type(exc).__name__, "bases": bases[:MAX_EXCEPTION_BASES], "message": message,
+    return {"type": name[:MESSAGE_CHARS] if type(name) is str else "<unnamed>", "bases": bases[:MAX_EXCEPTION_BASES],
+            "message": message if type(message) is str else "<unprintable>",
             "exit": isinstance(exc, SystemExit | KeyboardInterrupt | GeneratorExit)}
+
+
+def _export(value: Any) -> dict[str, Any] | None:
+    if type(value) is type(os):
+        module = value.__dict__.get("__name__")
+        return {"kind": "module", "module": module} if type(module) is str else None
+    if callable(value):
+        return {"kind": "callable"}
+    return {"kind": "value", "value": _plain(value)}
+
+
+def _plain(value: Any) -> Any:
+    """values.encode, bounded in encoded size (Unencodable when over)."""
+    encoded = values.encode(value)
+    if len(json.dumps(encoded, separators=(",", ":"))) > MAX_VALUE_BYTES:
+        raise values.Unencodable(f"value larger than {MAX_VALUE_BYTES} bytes once encoded")
+    return encoded
 
 
 def _exports(namespace: dict[str, Any]) -> dict[str, Any]:
     """Names the tests may take from the candidate's module: callables become proxies in
-    the grader, plain data is copied, stdlib modules are re-imported there by name."""
+    the grader, plain data is copied, stdlib modules are re-imported there by name.
+    Whatever the module holds (objects whose attributes raise or lie), this returns."""
     out: dict[str, Any] = {}
+    budget = MAX_VALUE_BYTES
     for name, value in list(namespace.items()):
-        if name.startswith("__") or len(out) >= MAX_EXPORTS:
+        if type(name) is not str or name.startswith("__") or not name.isidentifier() or len(out) >= MAX_EXPORTS:
             continue
-        if type(value) is type(os):
-            out[name] = {"kind": "module", "module": getattr(value, "__name__", "")}
-        elif callable(value):
-            out[name] = {"kind": "callable"}
-        else:
-            try:
-                out[name] = {"kind": "value", "value": values.encode(value)}
-            except (values.Unencodable, RecursionError, ValueError):
-                continue
+        try:
+            found = _export(value)
+            size = len(json.dumps(found, separators=(",", ":"))) if found else 0
+        except BaseException:  # noqa: BLE001 - the candidate's objects; it is their loss
+            continue
+        if found is not None and size <= budget:
+            budget -= size
+            out[name] = found
     return out
 
 
@@ -161,7 +201,7 @@ def serve(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
             func = namespace[message["name"]]
             args = values.decode(message.get("args") or [])
             kwargs = values.decode(message.get("kwargs") or {"$dict": []})
-            result = values.encode(func(*args, **kwargs))
+            result = _plain(func(*args, **kwargs))
             return {"ok": True, "value": result, "audit": report()}
         except BaseException as exc:
             traceback.print_exc()

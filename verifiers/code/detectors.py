@@ -41,6 +41,9 @@ SCAN = ResidentSpec("verifiers.code.scan:serve", "code_scan", ("verifiers.code.s
 # Run-time observations (flags of the run) that say the same as a static pattern.
 RUNTIME = {"runtime:exit_during_test": "exits_process", "runtime:introspection": "patches_runtime",
            "runtime:tamper_file": "touches_tests"}
+# The detectors' flags: the only names a scan's facts can raise.
+DETECTOR_FLAGS = frozenset({"exits_process", "overrides_equality", "patches_runtime", "touches_tests",
+                            "special_cases_examples"})
 
 
 @functools.lru_cache(maxsize=256)
@@ -104,8 +107,8 @@ def code_flags(task: CodeTask, scan: Future[dict[str, Any] | None], seen: set[st
     evidence: dict[str, dict[str, Any]] = {}
     result = scan.result()
     facts = result.get("facts") if isinstance(result, dict) else None
-    for name, found in (facts or {}).items():
-        if isinstance(found, list) and found:
+    for name, found in (facts if isinstance(facts, dict) else {}).items():
+        if name in DETECTOR_FLAGS and isinstance(found, list) and found:
             evidence.setdefault(name, {})["code"] = [str(f)[:200] for f in found[:5]]
     call_mode = task.tests is not None
     for observed, name in RUNTIME.items():

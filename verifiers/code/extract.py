@@ -65,6 +65,9 @@ STATIC_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+STATIC_FLAGS = frozenset(f"static:{name}" for name, _ in STATIC_PATTERNS)
+
+
 def static_flags(code: str) -> list[str]:
     # Bounded: extraction caps the code size, and these patterns are linear scans.
     return [f"static:{name}" for name, pattern in STATIC_PATTERNS if pattern.search(code)]

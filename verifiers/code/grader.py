@@ -7,6 +7,14 @@ the separate candidate process and decodes the reply into built-in values. So th
 candidate cannot patch `check`, `AssertionError` or this harness, cannot read the tests
 from any frame or file, and cannot hand back an object with a rigged `__eq__`.
 
+An exception the candidate raised is re-raised here as a built-in type, except that
+nothing from the candidate can end the tests' iteration (`map`, `filter`, a `for` over
+an iterator whose `__next__` calls it, an `async for`): StopIteration and
+StopAsyncIteration, subclasses included, become RuntimeError, as PEP 479 does for
+generators, and exits (SystemExit, KeyboardInterrupt, GeneratorExit) become
+`CandidateGone`. Whether the task's own code is broken (the task's 422) is decided from
+the task's code alone, before anything of the candidate's module is bound.
+
 Standard library only (plus our stdlib-only `values`).
 """
 
@@ -14,7 +22,6 @@ from __future__ import annotations
 
 import builtins
 import importlib
-import sys
 from typing import Any
 
 from verifiers.code import values
@@ -28,6 +35,10 @@ MESSAGE_CHARS = 300
 # prompt, used bare by the test). Anything else is refused: a candidate must not make
 # the grader import arbitrary modules.
 _IMPORTABLE = frozenset(COMMON_MODULES) | {"sys", "json", "array", "cmath", "numbers", "textwrap", "unicodedata"}
+# Exceptions that end an iteration in the interpreter: never raised on the candidate's
+# behalf (PEP 479's rule for generators, applied to every call of candidate code).
+ITERATION_ENDERS = (StopIteration, StopAsyncIteration)
+MAX_NAME_CHARS = 100
 
 
 class CandidateGone(BaseException):
@@ -42,20 +53,33 @@ class CandidateError(Exception):
     """The candidate raised an exception that is not a built-in type."""
 
 
+def _text(value: Any, limit: int) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
 def _rebuild(error: dict[str, Any]) -> BaseException:
-    message = str(error.get("message", ""))[:MESSAGE_CHARS]
+    """The candidate's exception as one the tests may catch; never one that ends an
+    iteration or the tests (whatever the candidate claims its ancestors are)."""
+    message = _text(error.get("message"), MESSAGE_CHARS)
+    type_name = _text(error.get("type"), MAX_NAME_CHARS) or "<unnamed>"
     if error.get("exit"):
-        return CandidateGone(f"candidate raised {error.get('type')} during the call")
-    for name in error.get("bases") or []:
-        kind = getattr(builtins, str(name), None)
-        if isinstance(kind, type) and issubclass(kind, Exception):
-            try:
-                exc = kind(message)
-            except Exception:  # e.g. UnicodeDecodeError needs five arguments
-                continue
-            exc._assay_candidate = True  # type: ignore[attr-defined]
-            return exc
-    exc = CandidateError(f"{error.get('type')}: {message}")
+        return CandidateGone(f"candidate raised {type_name} during the call")
+    bases = error.get("bases")
+    exc: BaseException | None = None
+    for name in bases if isinstance(bases, list) else []:
+        kind = getattr(builtins, name, None) if isinstance(name, str) else None
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            continue
+        if issubclass(kind, ITERATION_ENDERS):
+            exc = RuntimeError(f"candidate raised {type_name}")
+            break
+        try:
+            exc = kind(message)
+        except Exception:  # e.g. UnicodeDecodeError needs five arguments
+            continue
+        break
+    if exc is None:
+        exc = CandidateError(f"{type_name}: {message}")
     exc._assay_candidate = True  # type: ignore[attr-defined]
     return exc
 
@@ -87,23 +111,25 @@ def _proxy(channel: Any, name: str, counter: list[int]) -> Any:
     return proxy
 
 
-def _bind_exports(namespace: dict[str, Any], exports: dict[str, Any], channel: Any, counter: list[int]) -> None:
-    for name, info in exports.items():
+def _bind_exports(namespace: dict[str, Any], exports: Any, channel: Any, counter: list[int]) -> None:
+    """Bind what the candidate's module exports to names the task's code left free.
+    Exports are the candidate's data: whatever their shape, this never raises."""
+    for name, info in exports.items() if isinstance(exports, dict) else ():
         # Never let the candidate shadow a builtin (`abs`, `AssertionError`, `len`...).
-        if not isinstance(name, str) or not name.isidentifier() or hasattr(builtins, name) or name in namespace:
+        if not (isinstance(name, str) and len(name) <= MAX_NAME_CHARS and name.isidentifier()):
             continue
-        if not isinstance(info, dict):
+        if hasattr(builtins, name) or name in namespace or not isinstance(info, dict):
             continue
-        kind = info.get("kind")
-        if kind == "callable":
-            namespace[name] = _proxy(channel, name, counter)
-        elif kind == "value":
-            try:
+        kind, module = info.get("kind"), info.get("module")
+        try:
+            if kind == "callable":
+                namespace[name] = _proxy(channel, name, counter)
+            elif kind == "value":
                 namespace[name] = values.decode(info.get("value"))
-            except (ValueError, TypeError, RecursionError):
-                continue
-        elif kind == "module" and info.get("module") in _IMPORTABLE:
-            namespace[name] = importlib.import_module(info["module"])
+            elif kind == "module" and isinstance(module, str) and module in _IMPORTABLE:
+                namespace[name] = importlib.import_module(module)
+        except Exception:  # malformed data: the name stays unbound  # noqa: BLE001
+            continue
 
 
 def _failure_line(tb: Any) -> int | None:
@@ -115,43 +141,52 @@ def _failure_line(tb: Any) -> int | None:
     return line
 
 
+def _failed(exc: BaseException, counter: list[int]) -> dict[str, Any]:
+    if isinstance(exc, CandidateGone):
+        return {"status": "gone", "message": str(exc)[:MESSAGE_CHARS], "calls": counter[0]}
+    try:
+        message = str(exc)[:MESSAGE_CHARS]
+    except Exception:  # noqa: BLE001 - the tests' own exception; be safe anyway
+        message = "<unprintable>"
+    return {
+        "status": "fail" if isinstance(exc, AssertionError) else "error",
+        "type": type(exc).__name__,
+        # A message from the candidate's own exception is the candidate's text; a
+        # message built by the test may quote expected values, so it is marked.
+        "message": message,
+        "from_candidate": bool(getattr(exc, "_assay_candidate", False)),
+        "line": _failure_line(exc.__traceback__),
+        "calls": counter[0],
+    }
+
+
 def grade(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     """Run `check(candidate)` from the task's tests against the proxied candidate."""
     counter = [0]
     namespace: dict[str, Any] = {"__name__": "__assay_tests__", "__builtins__": builtins}
-    # Trusted definitions first (the task's prompt, e.g. HumanEval/32's `poly`): names
-    # they define resolve to the task's own code, never to the candidate's redefinition.
     entry_point = payload["entry_point"]
     candidate = _proxy(channel, entry_point, counter)
+    # 1. The task's own code, with nothing of the candidate's module bound: the prompt
+    # (e.g. HumanEval/32's `poly`), then the tests. If this fails before any call, the
+    # task is broken whatever the response is.
     try:
         prompt = payload.get("prompt")
         if prompt:
             exec(compile(prompt, PROMPT_FILENAME, "exec"), namespace)
-        _bind_exports(namespace, payload.get("exports") or {}, channel, counter)
         namespace[entry_point] = candidate
         exec(compile(payload["tests"], TESTS_FILENAME, "exec"), namespace)
     except BaseException as exc:
-        if counter[0] == 0 and not isinstance(exc, CandidateGone):
-            # Nothing of the candidate ran: the task's own code is broken.
+        if counter[0] == 0:
             return {"status": "bad_tests", "message": "the task's prompt or tests raised " + type(exc).__name__}
-        raise
+        return _failed(exc, counter)  # the tests called the candidate while loading
     check = namespace.get("check")
     if not callable(check):
         return {"status": "bad_tests", "message": "the tests define no check(candidate)"}
+    # 2. Names the tests take from the candidate's module (those the task left free).
+    _bind_exports(namespace, payload.get("exports"), channel, counter)
+    # 3. The check.
     try:
         check(candidate)
-    except CandidateGone as exc:
-        return {"status": "gone", "message": str(exc)[:MESSAGE_CHARS], "calls": counter[0]}
     except BaseException as exc:
-        tb = sys.exc_info()[2]
-        return {
-            "status": "fail" if isinstance(exc, AssertionError) else "error",
-            "type": type(exc).__name__,
-            # A message from the candidate's own exception is the candidate's text; a
-            # message built by the test may quote expected values, so it is marked.
-            "message": str(exc)[:MESSAGE_CHARS],
-            "from_candidate": bool(getattr(exc, "_assay_candidate", False)),
-            "line": _failure_line(tb),
-            "calls": counter[0],
-        }
+        return _failed(exc, counter)
     return {"status": "pass", "calls": counter[0]}

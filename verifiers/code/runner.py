@@ -13,6 +13,7 @@ text and self-reported status can only make a test fail, never pass.
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,13 +35,20 @@ GRADER_MARGIN_S = 5.0
 GRADER_MEMORY_MB = 1024
 # Audit events that are policy violations (hard `compliance`), not just flags.
 VIOLATION_EVENTS = {"network", "kill", "tamper_file"}
+# The run's flags: a fixed vocabulary. What the candidate reports about itself can only
+# pick names from it; nothing it writes ever becomes part of a name.
+RUNTIME_FLAGS = frozenset({f"runtime:{kind}" for kind in candidate_side.AUDIT_KINDS}
+                          | {"runtime:process_limit", "runtime:exit_during_test", "runtime:unencodable_value"})
+RUN_FLAGS = RUNTIME_FLAGS | {"grader_limit"}
 # Bounds on what the candidate's self-reports may add to the evidence.
-MAX_EVENT_KINDS = 32
-MAX_STDERR_EVENTS = 16
 MAX_ERROR_TYPES = 16
-EVENT_CHARS = 40
 TYPE_CHARS = 60
 MESSAGE_CHARS = 300
+# What of the candidate's module crosses to the grader: names, and plain values up to
+# this many bytes once encoded (the grader's job frame must stay within its limits).
+MAX_EXPORTS = candidate_side.MAX_EXPORTS
+EXPORT_NAME_CHARS = 100
+EXPORTS_MAX_BYTES = 16 * 1024 * 1024
 # Per-test limits that are not the task's to choose.
 CANDIDATE_PROCESSES = 16
 GRADER_PROCESSES = 8
@@ -130,17 +138,14 @@ class _Relay:
             return {"ok": False, "error": {"type": "ProtocolError", "message": "malformed answer"}}
         self.note_audit(answer.get("audit"))
         error = answer.get("error")
-        if isinstance(error, dict) and len(self.errors) < MAX_ERROR_TYPES:
-            self.errors.append(str(error.get("type"))[:TYPE_CHARS])
+        if isinstance(error, dict) and isinstance(error.get("type"), str) and len(self.errors) < MAX_ERROR_TYPES:
+            self.errors.append(error["type"][:TYPE_CHARS])
         return answer
 
     def note_audit(self, audit: Any) -> None:
         """Merge an audit report the candidate sent (advisory: it only adds flags)."""
-        events = audit.get("events") if isinstance(audit, dict) else None
-        if isinstance(events, dict):
-            for key, count in events.items():
-                if isinstance(key, str) and isinstance(count, int) and len(self.events) < MAX_EVENT_KINDS:
-                    self.events[key[:EVENT_CHARS]] = max(self.events.get(key[:EVENT_CHARS], 0), count)
+        for kind in known_events(audit.get("events") if isinstance(audit, dict) else None):
+            self.events[kind] = 1
 
     def relay(self, body: Any) -> dict[str, Any]:
         """on_message handler for the grader: forward one call, wrap the reply so that
@@ -154,7 +159,7 @@ class _Relay:
             return {"gone": "the candidate's sandbox failed"}
         if answer is None:
             return {"gone": "the candidate process ended"}
-        return {"answer": answer}
+        return {"answer": _for_grader(answer)}
 
     def finish(self) -> CallResult:
         if self.failure is not None:
@@ -168,6 +173,50 @@ class _Relay:
             if ended is None:
                 raise
             return ended
+
+
+def known_events(events: Any) -> list[str]:
+    """The audit kinds of the vocabulary a candidate's report names (keys of a dict)."""
+    if not isinstance(events, dict):
+        return []
+    return sorted(kind for kind in candidate_side.AUDIT_KINDS if kind in events)
+
+
+def _for_grader(answer: dict[str, Any]) -> dict[str, Any]:
+    """What the grader reads of a candidate's answer, in shapes it expects: the value
+    (plain data, decoded there) or the exception's type, builtin ancestors and message."""
+    if answer.get("ok") is True:
+        return {"ok": True, "value": answer.get("value")}
+    error = answer.get("error") if isinstance(answer.get("error"), dict) else {}
+    bases = error.get("bases") if isinstance(error.get("bases"), list) else []
+    return {"ok": False, "error": {
+        "type": error["type"][:TYPE_CHARS] if isinstance(error.get("type"), str) else "<unnamed>",
+        "bases": [b[:TYPE_CHARS] for b in bases[:candidate_side.MAX_EXCEPTION_BASES] if isinstance(b, str)],
+        "message": error["message"][:MESSAGE_CHARS] if isinstance(error.get("message"), str) else "",
+        "exit": error.get("exit") is True}}
+
+
+def _exports_for_grader(exports: Any) -> dict[str, Any]:
+    """The candidate's exports, bounded: identifiers only, known kinds only, plain values
+    up to EXPORTS_MAX_BYTES in all (the rest is left unbound, the candidate's loss)."""
+    out: dict[str, Any] = {}
+    budget = EXPORTS_MAX_BYTES
+    for name, info in exports.items() if isinstance(exports, dict) else ():
+        if len(out) >= MAX_EXPORTS:
+            break
+        if not (isinstance(name, str) and len(name) <= EXPORT_NAME_CHARS and name.isidentifier()):
+            continue
+        kind = info.get("kind") if isinstance(info, dict) else None
+        if kind == "callable":
+            out[name] = {"kind": "callable"}
+        elif kind == "module" and isinstance(info.get("module"), str):
+            out[name] = {"kind": "module", "module": info["module"][:EXPORT_NAME_CHARS]}
+        elif kind == "value":
+            size = len(json.dumps(info.get("value"), separators=(",", ":")))
+            if size <= budget:
+                budget -= size
+                out[name] = {"kind": "value", "value": info.get("value")}
+    return out
 
 
 def _absorb(run: TestRun, result: CallResult) -> None:
@@ -186,20 +235,16 @@ def _absorb(run: TestRun, result: CallResult) -> None:
 
 
 def stderr_events(stderr: bytes) -> dict[str, int]:
-    """Audit kinds the candidate's hook wrote to stderr (kept even if it was killed)."""
-    found: dict[str, int] = {}
+    """Audit kinds of the vocabulary the candidate's hook wrote to stderr (kept even if
+    it was killed)."""
     marker = candidate_side.AUDIT_MARKER.encode()
-    for line in stderr.splitlines():
-        if line.startswith(marker) and len(found) < MAX_STDERR_EVENTS:
-            kind = line[len(marker):].decode(errors="replace").strip()[:EVENT_CHARS]
-            if kind.isidentifier():
-                found[kind] = 1
-    return found
+    lines = {line[len(marker):].strip() for line in stderr.splitlines() if line.startswith(marker)}
+    return {kind: 1 for kind in candidate_side.AUDIT_KINDS if kind.encode() in lines}
 
 
 def _classify_events(run: TestRun, events: dict[str, int], error_types: list[str]) -> None:
-    run.events = dict(events)
-    for name in events:
+    run.events = {kind: 1 for kind in events if kind in candidate_side.AUDIT_KINDS}
+    for name in run.events:
         run.flags.add(f"runtime:{name}")
         if name in VIOLATION_EVENTS:
             run.violations.append(f"attempted {name.replace('_', ' ')}")
@@ -213,8 +258,9 @@ def _classify_events(run: TestRun, events: dict[str, int], error_types: list[str
 
 
 def _failure_detail(outcome: dict[str, Any], hidden: bool) -> dict[str, Any]:
-    detail: dict[str, Any] = {"type": str(outcome.get("type"))[:TYPE_CHARS]}
-    if outcome.get("line") is not None:
+    kind = outcome.get("type")
+    detail: dict[str, Any] = {"type": kind[:TYPE_CHARS] if isinstance(kind, str) else "<unnamed>"}
+    if type(outcome.get("line")) is int:
         detail["line"] = outcome.get("line")
     # A hidden test's own assertion message may quote expected values, and a candidate's
     # message may echo hidden inputs: both are withheld, only the type and line are shown.
@@ -257,7 +303,7 @@ def _load_then_grade(sandbox: Sandbox, task: CodeTask, tests: str, relay: _Relay
         run.stderr_safe = True
         return None
     payload = {"tests": tests, "entry_point": task.entry_point, "prompt": task.prompt,
-               "exports": load.get("exports") if isinstance(load.get("exports"), dict) else {}}
+               "exports": _exports_for_grader(load.get("exports"))}
     return sandbox.call(GRADER_TARGET, payload, grader_limits(task), pool=GRADER_POOL,
                         preload=grader_side.PRELOAD, on_message=relay.relay)
 
@@ -324,9 +370,8 @@ def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case:
     reported = result.value if result.returned and isinstance(result.value, dict) else {}
     error = reported.get("error") if isinstance(reported.get("error"), dict) else {}
     audit = reported.get("audit") if isinstance(reported.get("audit"), dict) else {}
-    events = audit.get("events") if isinstance(audit.get("events"), dict) else {}
-    events = {**stderr_events(result.stderr), **{k: v for k, v in events.items() if isinstance(v, int)}}
-    _classify_events(run, events, [str(error.get("type"))])
+    events = {**stderr_events(result.stderr), **dict.fromkeys(known_events(audit.get("events")), 1)}
+    _classify_events(run, events, [error["type"]] if isinstance(error.get("type"), str) else [])
     if run.status == "timeout" or run.killed_by:
         return run
     if reported.get("status") in ("error", "exit"):

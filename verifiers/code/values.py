@@ -25,6 +25,8 @@ from typing import Any
 
 # Decimal ints beyond this many digits trip CPython's int/str conversion guard (4300).
 _MAX_DECIMAL_DIGITS = 4000
+# Counted in JSON levels of the encoding (a dict is three: {"$dict": [[k, v]]}), so that
+# any encodable value fits in a frame's nesting limit with room for the envelope.
 MAX_DEPTH = 200
 
 
@@ -60,13 +62,13 @@ def encode(obj: Any, depth: int = 0) -> Any:
     if kind is list:
         return [encode(item, nxt) for item in obj]
     if kind is tuple:
-        return {"$tuple": [encode(item, nxt) for item in obj]}
+        return {"$tuple": [encode(item, nxt + 1) for item in obj]}
     if kind is set:
-        return {"$set": [encode(item, nxt) for item in obj]}
+        return {"$set": [encode(item, nxt + 1) for item in obj]}
     if kind is frozenset:
-        return {"$frozenset": [encode(item, nxt) for item in obj]}
+        return {"$frozenset": [encode(item, nxt + 1) for item in obj]}
     if kind is dict:
-        return {"$dict": [[encode(k, nxt), encode(v, nxt)] for k, v in obj.items()]}
+        return {"$dict": [[encode(k, nxt + 2), encode(v, nxt + 2)] for k, v in obj.items()]}
     if kind is bytes:
         return {"$bytes": base64.b64encode(obj).decode()}
     if kind is bytearray:

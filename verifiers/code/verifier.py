@@ -13,10 +13,10 @@ from sandboxes.resident import close_resident_servers
 from verifiers.base import Component, Outcome, Verdict, Verifier, VerifyContext, clip, hard, sha256_text, soft
 from verifiers.code import candidate as candidate_side
 from verifiers.code import grader as grader_side
-from verifiers.code.detectors import SCAN, code_flags, start_scan
-from verifiers.code.extract import MAX_CODE_CHARS, extract_code, static_flags
+from verifiers.code.detectors import DETECTOR_FLAGS, SCAN, code_flags, start_scan
+from verifiers.code.extract import MAX_CODE_CHARS, STATIC_FLAGS, extract_code, static_flags
 from verifiers.code.feedback import code_feedback
-from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, TestRun, run_assert_test, run_io_case
+from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, RUN_FLAGS, TestRun, run_assert_test, run_io_case
 from verifiers.code.task import CodeTask
 from verifiers.registry import register
 
@@ -63,6 +63,9 @@ class CodeVerifier(Verifier):
     )
     task_model = CodeTask
     feedback = staticmethod(code_feedback)  # type: ignore[assignment]
+    # Every flag this verifier can raise: a fixed vocabulary, so that nothing a response
+    # does or says becomes a flag name (or a metric label).
+    flag_names = STATIC_FLAGS | RUN_FLAGS | DETECTOR_FLAGS | {"violation"}
 
     def warm(self, ctx: VerifyContext) -> None:
         ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)
@@ -82,6 +85,7 @@ class CodeVerifier(Verifier):
         runs, planned = self._run_tests(task, program, ctx)
         outcome = self._outcome(task, code, runs, planned)
         outcome.add_flags(code_flags(task, scan, set(outcome.flag_map())))
+        outcome.flags = [f for f in outcome.flags if f in self.flag_names]
         return outcome
 
     def _run_tests(self, task: CodeTask, program: str, ctx: VerifyContext) -> tuple[list[TestRun], int]:
