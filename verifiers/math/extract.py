@@ -1,8 +1,11 @@
 """Find the final answer(s) in a response or a worked gold solution. Pure string work: no
 parsing, no eval, linear-time regular expressions only.
 
-Priority (the first rule that finds something wins):
+Text inside `<think>...</think>` (and everything before a lone `</think>`, when the prompt
+opened the thought) never counts. Then, priority (the first rule that finds something wins):
 
+0. the whole content of the last `<answer>...</answer>` tag (a box or an answer phrase inside
+   it still picks the answer out of it);
 1. every `\\boxed{...}` / `\\fbox{...}` (all of them: several boxes are several candidates);
 2. Minerva's sentence "Final Answer: The final answer is X. I hope it is correct.";
 3. an answer phrase or line: "final answer", "the answer is", "answer:", Markdown emphasis
@@ -39,6 +42,11 @@ _PROSE = re.compile(r"[A-Za-z]{3,}")
 _SHORT_ANSWER_CHARS = 120
 # Text a gold or response may join boxes with ("\boxed{1} and \boxed{2}").
 _BOX_JOIN_CHARS = 40
+_THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
+_THINK = re.compile(r"<think\s*>.*?(?:</think\s*>|$)", re.IGNORECASE | re.DOTALL)
+_ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer\s*>", re.IGNORECASE)
+_LONE_TAG = re.compile(r"</?answer\s*>", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -192,8 +200,42 @@ def _minerva_sentence(text: str) -> tuple[int, str] | None:
     return start, text[start + len(_MINERVA_START):end].strip().rstrip(".").strip()
 
 
+def _outside_thought(text: str) -> str:
+    """The response without its thinking: after the last `</think>`, and no `<think>...</think>` block."""
+    closing = list(_THINK_END.finditer(text))
+    if closing and "<think" not in text[:closing[-1].start()].lower():
+        text = text[closing[-1].end():]  # the prompt opened the thought; the response only closes it
+    return _THINK.sub(" ", text)
+
+
+def _tagged(text: str) -> Extraction | None:
+    """The whole content of the last `<answer>...</answer>`; a box or answer phrase inside still picks it out."""
+    closing = list(_ANSWER_CLOSE.finditer(text))
+    opening = list(_ANSWER_OPEN.finditer(text, 0, closing[-1].start())) if closing else []
+    if not opening:
+        return None
+    content = text[opening[-1].end():closing[-1].start()].strip()
+    boxed = boxes(content)
+    if boxed:
+        return Extraction(boxed, "answer_tag")
+    phrases = list(_ANSWER_PHRASE.finditer(content))
+    found = _phrase_answer(content[phrases[-1].start(1):]) if phrases else None
+    if found:
+        return Extraction(found, "answer_tag")
+    content = re.sub(r"^\$+|\$+$", "", content).strip().rstrip(".").strip()
+    return Extraction([content] if content else [], "answer_tag")
+
+
 def extract_answer(response: str, last_number_fallback: bool = True) -> Extraction:
     text = unescape(response)
+    if "think" in text.lower():
+        text = _outside_thought(text)
+    if "answer" in text.lower():
+        tagged = _tagged(text)
+        if tagged is not None:
+            return tagged
+        # A lone tag is not an answer phrase ("</answer>" must not read as "answer").
+        text = _LONE_TAG.sub(" ", text)
     boxed = boxes(text)
     minerva = _minerva_sentence(text)
     if boxed and not (minerva and minerva[0] > text.rfind("\\boxed")):
