@@ -25,6 +25,31 @@ CASES = [
     ("tags", {"answer": "6"}, "I try 5, no.\n</think>\nSo \\boxed{6}.", C),
     ("tags", {"answer": "6"}, "<answer>So the answer is 6.</answer>", C),
     ("tags", {"answer": "2"}, "Half of it is <answer>\\frac{1}{2}</answer>", W),
+    # A gold list is a list, however close its values; its order does not matter.
+    ("gold list", {"answer": "0.0, 0.25"}, "<answer>0.25, 0</answer>", C),
+    ("gold list", {"answer": "0.25, 0.0"}, "<answer>0.0, 0.25</answer>", C),
+    ("gold list", {"answer": "0.0, 0.25"}, "<answer>0.25</answer>", W),
+    ("gold list", {"answer": "2.0, 2.07"}, "\\boxed{2.07, 2.0}", C),
+    ("gold list", {"answer": "2.0, 2.07"}, "\\boxed{2.07, 2.07}", W),
+    # A gold's written precision: digits that must match, never a window around zero.
+    ("precision", {"answer": "0.0, 2.375"}, "<answer>0.02, 2.375</answer>", W),
+    ("precision", {"answer": "0.0"}, "\\boxed{0.03}", W),
+    ("precision", {"answer": "0.0"}, "\\boxed{0}", C),
+    ("precision", {"answer": "3.70"}, "\\boxed{3.7}", C),
+    ("precision", {"answer": "1/3"}, "\\boxed{0.000}", W),
+    # Small and large magnitudes compare relatively.
+    ("magnitude", {"answer": "6.6\\times10^{-34}"}, "\\boxed{3.3\\times10^{-34}}", W),
+    ("magnitude", {"answer": "6.6\\times10^{-34}"}, "\\boxed{6.6e-34}", C),
+    ("magnitude", {"answer": "9.1 \\times 10^{-31}"}, "\\boxed{9.2 \\times 10^{-31}}", W),
+    ("magnitude", {"answer": "2.2 \\times 10^{15}"}, "\\boxed{2200000000000000}", C),
+    ("magnitude", {"answer": "2.2 \\times 10^{15}"}, "\\boxed{2.3 \\times 10^{15}}", W),
+    # A clock time is a time, not a ratio; a duration in words is one too.
+    ("time", {"answer": "05:20"}, "<answer>01:04</answer>", W),
+    ("time", {"answer": "05:20"}, "<answer>5:20</answer>", C),
+    ("time", {"answer": "02:05"}, "<answer>2 hours 5 minutes</answer>", C),
+    ("time", {"answer": "02:05"}, "<answer>2 hours 50 minutes</answer>", W),
+    ("time", {"answer": "17:45"}, "\\boxed{5:45 \\text{ pm}}", C),
+    ("time", {"answer": "17:45"}, "\\boxed{5:45}", W),
 ]
 
 

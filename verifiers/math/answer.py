@@ -11,6 +11,7 @@ import sympy as sp
 
 from verifiers.math.normalise import ParseFailure, TooLarge, normalise, strip_units
 from verifiers.math.parse import parse_expression
+from verifiers.math.times import seconds
 from verifiers.math.words import number_from_words
 
 __all__ = ["ParseFailure", "Parsed", "TooLarge", "parse_answer"]
@@ -26,7 +27,7 @@ _LABEL_PREFIX = re.compile(r"^\s*(?:\\?[A-Za-z]+(?:_\{?[\w,]+\}?)?|\([A-Za-z, ]+
 
 @dataclass
 class Parsed:
-    """kind: expr | tuple | matrix | interval | union | set | region | equation | ratio | multi | text."""
+    """kind: expr | tuple | matrix | interval | union | set | region | equation | ratio | multi | text | time."""
 
     kind: str
     value: object = None
@@ -34,6 +35,8 @@ class Parsed:
     left_open: bool = False
     right_open: bool = False
     decimals: int | None = None  # decimal places when written as a decimal
+    relative: float | None = None  # half a unit in the last written place, relative (0: a written zero)
+    figures: int | None = None  # significant figures written
     percent: bool = False
     unit: str = ""
     label: str = ""  # the name a value was given ("x" in "x = 3")
@@ -45,6 +48,9 @@ class Parsed:
             return f"{sp.sstr(self.value, order='none')[:300]} = 0"
         if self.kind == "text":
             return str(self.value)
+        if self.kind == "time":
+            assert isinstance(self.value, int)
+            return f"{self.value // 3600:02d}:{self.value // 60 % 60:02d}:{self.value % 60:02d}"
         if self.kind == "interval":
             lo, hi = self.items
             return f"{'(' if self.left_open else '['}{lo.describe()}, {hi.describe()}{')' if self.right_open else ']'}"
@@ -61,6 +67,9 @@ class Parsed:
 
 
 def parse_answer(text: str, named_values: bool = True) -> Parsed:
+    clock = seconds(text)
+    if clock is not None:
+        return Parsed("time", value=clock)
     normalised = normalise(text)
     parsed = _structure(normalised.text, named_values)
     if normalised.percent:
@@ -139,6 +148,9 @@ def _structure(s: str, named_values: bool) -> Parsed:
     bracketed = _bracketed(s, named_values)
     if bracketed is not None:
         return bracketed
+    clock = seconds(s)
+    if clock is not None:  # "03:12" in a list: a time, never a ratio
+        return Parsed("time", value=clock)
     ratio = _split_top(s, (":",))
     if len(ratio) > 1 and all(ratio):
         return Parsed("ratio", items=[_expr(p) for p in ratio])
@@ -204,10 +216,9 @@ def _bracketed(s: str, named_values: bool) -> Parsed | None:
 
 
 def _expr(s: str) -> Parsed:
-    value, decimals = parse_expression(s)
-    if isinstance(value, sp.MatrixBase):
-        return Parsed("matrix", value=value, decimals=decimals)
-    return Parsed("expr", value=value, decimals=decimals)
+    value, decimals, relative, figures = parse_expression(s)
+    kind = "matrix" if isinstance(value, sp.MatrixBase) else "expr"
+    return Parsed(kind, value=value, decimals=decimals, relative=relative, figures=figures)
 
 
 def _additive(s: str) -> bool:

@@ -38,6 +38,8 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     kinds = {answer.kind, gold.kind}
     if kinds == {"expr"}:
         return _percent_equal(answer, gold, policy)
+    if "time" in kinds:
+        return answer.kind == gold.kind and answer.value == gold.value, "time"
     if "text" in kinds:
         if answer.kind == gold.kind:
             return answer.value == gold.value, "text"
@@ -101,22 +103,31 @@ def _unordered(a: list[Parsed], b: list[Parsed], how: str, policy: Policy) -> tu
     a, b = distinct(a, policy), distinct(b, policy)
     if len(a) != len(b):
         return False, f"{how}_size_differs"
-    remaining = list(b)
-    for x in a:
-        for i, y in enumerate(remaining):
-            if equivalent(x, y, policy)[0]:
-                del remaining[i]
-                break
-        else:
-            return False, f"{how}_element_missing"
-    return True, f"{how}_unordered"
+    # A perfect matching (augmenting paths), not a greedy one: `1.04` may match a gold `1.0`
+    # too, and must leave it to the answer's own `1.0`.
+    fits = [[j for j, y in enumerate(b) if equivalent(x, y, policy)[0]] for x in a]
+    owner: dict[int, int] = {}
+
+    def place(i: int, seen: set[int]) -> bool:
+        for j in fits[i]:
+            if j not in seen:
+                seen.add(j)
+                if j not in owner or place(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    if all(place(i, set()) for i in range(len(a))):
+        return True, f"{how}_unordered"
+    return False, f"{how}_element_missing"
 
 
 def distinct(items: list[Parsed], policy: Policy = Policy()) -> list[Parsed]:
-    """Items with repeats (equal values) removed, first occurrence kept."""
+    """Items with repeats removed, first occurrence kept. A repeat is equal both ways round, so
+    a value written coarsely (`1.0`) never swallows a finer one (`1.04`) in a list."""
     kept: list[Parsed] = []
     for item in items:
-        if not any(equivalent(item, seen, policy)[0] for seen in kept):
+        if not any(equivalent(item, seen, policy)[0] and equivalent(seen, item, policy)[0] for seen in kept):
             kept.append(item)
     return kept
 
@@ -126,8 +137,7 @@ def _percent_equal(answer: Parsed, gold: Parsed, policy: Policy) -> tuple[bool, 
         return _expr_equal(answer, gold)
     readings = {"fraction": (False,), "either": (True, False)}[policy.percent]
     for literal in readings:
-        scaled = [Parsed("expr", value=p.value if literal or not p.percent else p.value / 100,
-                         decimals=None if not literal and p.percent else p.decimals) for p in (answer, gold)]
+        scaled = [p if literal or not p.percent else Parsed("expr", value=p.value / 100) for p in (answer, gold)]
         equal, how = _expr_equal(*scaled)
         if equal:
             return True, f"percent_{'literal' if literal else 'fraction'}_{how}"
@@ -146,7 +156,7 @@ def _expr_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
         return _symbolic_equal(a, b)
     if answer.decimals is None and gold.decimals is None:
         return _exact_equal(a, b)
-    return _tolerant_equal(a, b, answer.decimals, gold.decimals)
+    return _tolerant_equal(a, b, answer, gold)
 
 
 def _based_against_decimal(answer: Parsed, gold: Parsed) -> bool | None:
@@ -181,22 +191,32 @@ def _exact_equal(a: sp.Expr, b: sp.Expr) -> tuple[bool, str]:
     return False, "exact"
 
 
-def _tolerant_equal(a: sp.Expr, b: sp.Expr, answer_places: int | None, gold_places: int | None) -> tuple[bool, str]:
+def _window(side: Parsed, value: complex) -> float:
+    """Half a unit in the last place a decimal was written to, and never more than that
+    relative to its value: `3.2\\times10^{-19}` is known to 5e-21, not to 0.05; a written zero
+    (`0.0`) opens no window at all."""
+    places = 0.5 * 10.0 ** (-(side.decimals or 0))
+    if side.relative is None:
+        return places
+    return min(places, side.relative * abs(value))
+
+
+def _tolerant_equal(a: sp.Expr, b: sp.Expr, answer: Parsed, gold: Parsed) -> tuple[bool, str]:
     try:
         na, nb = complex(sp.N(a, 30)), complex(sp.N(b, 30))
     except (TypeError, ValueError):
         return False, "not_numeric"
     diff = abs(na - nb)
-    scale = max(abs(nb), 1e-300)
-    if gold_places is not None:
+    noise = 1e-12 * max(abs(na), abs(nb))
+    if gold.decimals is not None:
         # The gold's author chose its precision: the answer must round to it.
-        if diff <= 0.5 * 10.0 ** (-gold_places) + 1e-9 * scale:
-            return True, f"decimal_tolerance_{gold_places}_places"
+        if diff <= _window(gold, nb) + noise:
+            return True, f"decimal_tolerance_{gold.decimals}_places"
         return False, "decimal_tolerance"
-    if diff <= ANSWER_DECIMAL_REL * scale:
+    if diff <= ANSWER_DECIMAL_REL * abs(nb):
         return True, "decimal_relative"
-    if answer_places is not None and answer_places >= 3 and diff <= 0.5 * 10.0 ** (-answer_places):
-        return True, f"answer_rounded_{answer_places}_places"
+    if (answer.decimals or 0) >= 3 and (answer.figures or 0) >= 3 and diff <= _window(answer, na) + noise:
+        return True, f"answer_rounded_{answer.decimals}_places"
     return False, "decimal_tolerance"
 
 

@@ -10,6 +10,7 @@ Structures (sets, intervals, relations, lists) are recognised in `answer.py`.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import sympy as sp
 
@@ -109,6 +110,10 @@ class _Parser:
         self.tokens = tokens
         self.pos = 0
         self.decimals: int | None = None
+        # The tightest decimal literal: its half-unit in the last place relative to its value
+        # (0 for a written zero: no window around zero), and its significant figures.
+        self.relative: float | None = None
+        self.figures: int | None = None
         self.depth = 0
 
     def peek(self, offset: int = 0) -> tuple[str, str] | None:
@@ -218,6 +223,8 @@ class _Parser:
         mantissa, _, exponent = text.lower().partition("e")
         places = len(mantissa.split(".", 1)[1]) if "." in mantissa else None
         value = sp.Rational(mantissa.rstrip(".") or "0")
+        if places is not None or exponent:
+            self._precision(mantissa, places or 0, value)
         if exponent:
             shift = int(exponent)
             if abs(shift) > 400:
@@ -228,6 +235,14 @@ class _Parser:
         if places is not None:
             self.decimals = places if self.decimals is None else max(self.decimals, places)
         return value
+
+    def _precision(self, mantissa: str, places: int, value: sp.Rational) -> None:
+        figures = len(mantissa.replace(".", "").lstrip("0"))
+        # More figures than a float holds: as good as exact (and no float overflow).
+        relative = 0.0 if value == 0 or figures > 300 else 0.5 * 10.0 ** (-places) / abs(float(value))
+        if self.relative is None or relative < self.relative:
+            self.relative = relative
+        self.figures = figures if self.figures is None else min(self.figures, figures)
 
     def _based_or_mixed(self, value: sp.Expr, text: str) -> sp.Expr:
         """`204_5` (a numeral in base 5) and `3\\frac14` (a mixed number, never a product)."""
@@ -385,7 +400,14 @@ def _guarded_binomial(n: sp.Expr, k: sp.Expr) -> sp.Expr:
     return sp.binomial(n, k)
 
 
-def parse_expression(text: str) -> tuple[sp.Basic, int | None]:
+class Written(NamedTuple):
+    value: sp.Basic
+    decimals: int | None  # decimal places, when written with a decimal point or exponent
+    relative: float | None  # see _Parser.relative
+    figures: int | None
+
+
+def parse_expression(text: str) -> Written:
     tokens = tokenize(text)
     if not tokens:
         raise ParseFailure("empty answer")
@@ -393,4 +415,4 @@ def parse_expression(text: str) -> tuple[sp.Basic, int | None]:
     value = parser.expr()
     if not parser.at_end():
         raise ParseFailure(f"unexpected {parser.peek()[1]!r} after the expression")
-    return value, parser.decimals
+    return Written(value, parser.decimals, parser.relative, parser.figures)
