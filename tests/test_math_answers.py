@@ -50,6 +50,19 @@ CASES = [
     ("time", {"answer": "02:05"}, "<answer>2 hours 50 minutes</answer>", W),
     ("time", {"answer": "17:45"}, "\\boxed{5:45 \\text{ pm}}", C),
     ("time", {"answer": "17:45"}, "\\boxed{5:45}", W),
+    # Multiple choice: a letter with its value is that choice, never a product.
+    ("choice", {"answer": "B"}, "Therefore $\\boxed{\\textbf{(B)}\\ 7}$", C),
+    ("choice", {"answer": "D"}, "\\boxed{\\textbf{(B)}\\ 7}", W),
+    ("choice", {"answer": "7"}, "\\boxed{\\textbf{(B) }7}", C),
+    ("choice", {"answer": "7"}, "\\boxed{B}", W),
+    ("choice", {"answer": "(A)"}, "The answer is A.", C),
+    ("choice", {"answer": "B", "choices": {"A": "3", "B": "\\frac{1}{2}", "C": "9"}}, "\\boxed{0.5}", C),
+    ("choice", {"answer": "\\frac12", "choices": {"A": "3", "B": "\\frac{1}{2}", "C": "9"}}, "\\boxed{(B)}", C),
+    ("choice", {"answer": "B", "choices": {"A": "3", "B": "\\frac{1}{2}", "C": "9"}}, "\\boxed{9}", W),
+    ("choice", {"answer": "B", "choices": {"A": "3", "B": "\\frac{1}{2}", "C": "9"}}, "The answer is (B) 9.", W),
+    ("choice", {"answer": "C", "choices": {"a": "3", "b": "\\frac{1}{2}", "c": "9"}}, "(C) 9", C),
+    ("choice", {"answer": "C", "choices": {"A": "3", "B": "1/2", "C": "9"}}, "\\boxed{C} so \\boxed{9}", C),
+    ("choice", {"answer": "C", "choices": {"A": "3", "B": "1/2", "C": "9"}}, "\\boxed{C} or \\boxed{3}", F),
 ]
 
 
@@ -70,3 +83,30 @@ def test_every_kind_has_right_and_wrong_cases():
     for kind in {k for k, *_ in CASES}:
         verdicts = {v for k, _, _, v in CASES if k == kind}
         assert C in verdicts and verdicts - {C}, kind
+
+
+# Hashes of these tasks before the math task gained new fields (main at 8bf6bfa).
+OLD_HASHES = {"4": "04d243de06574054ee21871034a2c718d6fbed34f411eaa1264d413bc0168c1c",
+              "What is 2+2?": "544227ba190340e129e80ab55ae14d2bb4a66fe8ab1304b708b70f78d1c40224"}
+
+
+def test_a_task_hash_is_unchanged_until_a_new_field_is_set(math_verifier):
+    plain = math_verifier.parse_task({"answer": "4"})
+    assert plain.task_hash() == OLD_HASHES["4"]
+    prompted = math_verifier.parse_task({"answer": "4", "prompt": "What is 2+2?"})
+    assert prompted.task_hash() == OLD_HASHES["What is 2+2?"]
+    with_choices = math_verifier.parse_task({"answer": "4", "choices": {"A": "4"}})
+    assert with_choices.task_hash() != plain.task_hash()
+
+
+@pytest.mark.parametrize(("choices", "detail"), [({"AB": "1"}, "one letter"), ({"A": ""}, "needs a value"),
+                                                  ({"A": "\\frac{"}, "task.choices")])
+def test_bad_choices_get_a_422_naming_the_field(live_server, choices, detail):
+    with live_server.client() as c:
+        r = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "A", "choices": choices},
+                                       "response": "\\boxed{A}"})
+        assert r.status_code == 422, r.text
+        assert "task.choices" in r.json()["detail"] and detail in r.json()["detail"]
+        ok = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "A", "choices": {"A": "1"}},
+                                        "response": "\\boxed{1}"})
+        assert ok.status_code == 200 and ok.json()["reward"] == 1.0, ok.text

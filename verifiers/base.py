@@ -98,6 +98,8 @@ class TaskBase(BaseModel):
 
     # Fields listed here are hidden: never returned by read endpoints, logged as hashes.
     hidden_fields: ClassVar[frozenset[str]] = frozenset()
+    # Optional fields added after tasks were registered: hashed only when set, so older tasks keep their hash.
+    hashed_when_set: ClassVar[frozenset[str]] = frozenset()
 
     failure_value: float = 0.0
     reward_weights: dict[str, float] | None = None
@@ -120,7 +122,8 @@ class TaskBase(BaseModel):
         return data
 
     def task_hash(self) -> str:
-        data = self.model_dump(mode="json")
+        # Fields a task model added later are left out of the hash while unset (None).
+        data = self.model_dump(mode="json", exclude={n for n in self.hashed_when_set if getattr(self, n) is None})
         for name, default in INSPECTION_DEFAULTS.items():
             if name in data and data[name] == default and name not in type(self).own_fields():
                 del data[name]

@@ -27,7 +27,8 @@ _LABEL_PREFIX = re.compile(r"^\s*(?:\\?[A-Za-z]+(?:_\{?[\w,]+\}?)?|\([A-Za-z, ]+
 
 @dataclass
 class Parsed:
-    """kind: expr | tuple | matrix | interval | union | set | region | equation | ratio | multi | text | time."""
+    """kind: expr | tuple | matrix | interval | union | set | region | equation | ratio | multi | text | time |
+    choice."""
 
     kind: str
     value: object = None
@@ -48,6 +49,8 @@ class Parsed:
             return f"{sp.sstr(self.value, order='none')[:300]} = 0"
         if self.kind == "text":
             return str(self.value)
+        if self.kind == "choice":
+            return f"({self.value})" + (f" {self.items[0].describe()}" if self.items else "")
         if self.kind == "time":
             assert isinstance(self.value, int)
             return f"{self.value // 3600:02d}:{self.value // 60 % 60:02d}:{self.value % 60:02d}"
@@ -120,6 +123,9 @@ def _structure(s: str, named_values: bool) -> Parsed:
         return Parsed("set", items=[])
     if _ALL_REALS.fullmatch(s):
         return Parsed("region", value=sp.S.Reals)
+    choice = _choice(s, named_values)
+    if choice is not None:
+        return choice
     s = _LABEL_PREFIX.sub("", s, count=1) or s
     union = _split_top(s, ("\\cup",))
     if len(union) > 1:
@@ -168,6 +174,24 @@ def _structure(s: str, named_values: bool) -> Parsed:
         if re.fullmatch(r"[A-Za-z][A-Za-z \-']*", s):
             return Parsed("text", value=" ".join(s.lower().split()))
         raise
+
+
+def _choice(s: str, named_values: bool) -> Parsed | None:
+    from verifiers.math.choices import choice_parts
+
+    parts = choice_parts(s)
+    if parts is None:
+        return None
+    letter, rest = parts
+    if not rest:
+        return Parsed("choice", value=letter)
+    try:
+        value = _structure(rest, named_values)
+    except TooLarge:
+        raise
+    except ParseFailure:
+        return Parsed("choice", value=letter)
+    return Parsed("choice", value=letter, items=[] if value.kind == "text" else [value])
 
 
 def _list(parts: list[str], named_values: bool) -> Parsed:

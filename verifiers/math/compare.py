@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from verifiers.math.answer import Parsed
+from verifiers.math.choices import choice_equal
 from verifiers.math.parse import based_numeral_value
 
 # Exact comparison is numeric at 60 digits with a relative threshold, so 1/2^99 and
@@ -38,6 +39,8 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     kinds = {answer.kind, gold.kind}
     if kinds == {"expr"}:
         return _percent_equal(answer, gold, policy)
+    if "choice" in kinds:
+        return choice_equal(answer, gold, lambda a, b: equivalent(a, b, policy))
     if "time" in kinds:
         return answer.kind == gold.kind and answer.value == gold.value, "time"
     if "text" in kinds:

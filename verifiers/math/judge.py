@@ -13,6 +13,7 @@ import functools
 from typing import Any
 
 from verifiers.math.answer import Parsed, ParseFailure, TooLarge, parse_answer
+from verifiers.math.choices import as_choice
 from verifiers.math.claims import check_claims
 from verifiers.math.compare import Policy, distinct, equivalent
 from verifiers.math.normalise import normalise
@@ -26,6 +27,20 @@ def _parse_gold(candidates: tuple[str, ...], named_values: bool) -> tuple[Parsed
     items = distinct([leaf for text in candidates for leaf in parse_answer(text, named_values).flat()])
     gold = items[0] if len(items) == 1 else Parsed("multi", items=items)
     return gold, gold.describe()
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_choices(choices: tuple[tuple[str, str], ...], named_values: bool) -> dict[str, Parsed]:
+    return {letter: parse_answer(value, named_values) for letter, value in choices}
+
+
+def _as_choices(gold: Parsed, choices: dict[str, Parsed], policy: Policy) -> Parsed:
+    def equal(a: Parsed, b: Parsed) -> tuple[bool, str]:
+        return equivalent(a, b, policy)
+
+    if gold.kind == "multi":
+        return Parsed("multi", items=[as_choice(item, choices, equal) for item in gold.items])
+    return as_choice(gold, choices, equal)
 
 
 def _same_text(answer: str, gold: str) -> bool:
@@ -52,6 +67,10 @@ def _judge(item: dict[str, Any]) -> dict[str, Any]:
     policy = Policy(percent=item.get("percent", "either"), require_units=bool(item.get("require_units", False)))
     gold_texts = tuple(item.get("gold_candidates") or [item["gold"]])
     candidates = item.get("candidates") or [item["answer"]]
+    try:
+        choices = _parse_choices(tuple(sorted((item.get("choices") or {}).items())), named_values)
+    except (ParseFailure, *_CRASHES) as exc:
+        return {"status": "choices_unparsable", "message": str(exc)[:300]}
     if len(gold_texts) == 1 and all(_same_text(text, gold_texts[0]) for text in candidates):
         return {"status": "compared", "equal": True, "how": "identical", "answer_normalised": candidates[0][:300],
                 "gold_normalised": gold_texts[0][:300]}
@@ -59,9 +78,15 @@ def _judge(item: dict[str, Any]) -> dict[str, Any]:
         gold, gold_described = _parse_gold(gold_texts, named_values)
     except (ParseFailure, *_CRASHES) as exc:
         return {"status": "gold_unparsable", "message": str(exc)[:300]}
+    if choices:
+        gold = _as_choices(gold, choices, policy)
+        gold_described = gold.describe()
     try:
         parsed = [parse_answer(text, named_values) for text in candidates]
-        values = distinct([leaf for p in parsed for leaf in p.flat()], policy)
+        leaves = [leaf for p in parsed for leaf in p.flat()]
+        if choices:
+            leaves = [as_choice(leaf, choices, lambda a, b: equivalent(a, b, policy)) for leaf in leaves]
+        values = distinct(leaves, policy)
     except TooLarge as exc:
         return {"status": "too_large", "message": str(exc)[:300]}
     except (ParseFailure, RecursionError, MemoryError, OverflowError) as exc:
