@@ -32,11 +32,13 @@ _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _MINERVA_START = "final answer is"
 _MINERVA_END = "i hope it is correct"
 # Markdown emphasis may wrap the phrase or its colon: "**Answer:** 6", "**Final Answer**: $6$", "*Answer*: 6".
+# Chinese exams: 故选：B, 答案为 3, 答案是, 应选 C, 所以选 D.
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s+answer|the\s+answer|answer)[*_]*\s*(?:is|:|=)?\s*[:=]?[*_]*\s*(.+)", re.IGNORECASE)
+    r"(?:final\s+answer|the\s+answer|answer|答案\s*(?:应|应该)?\s*(?:为|是)?|(?:故|应|所以|因此)\s*选(?:择)?)"
+    r"[*_]*\s*(?:is|:|=)?\s*[:=]?[*_]*\s*(.+)", re.IGNORECASE)
 _EMPHASIS_EDGES = "*_ "
 _GSM8K = re.compile(r"####\s*([^\n]+)")
-_CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or)[\s,;.]*)?", re.IGNORECASE)
+_CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or|或|和|且)[\s,;.]*)?", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:[,.]\d+)*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
 _PROSE = re.compile(r"[A-Za-z]{3,}")
 _SHORT_ANSWER_CHARS = 120

@@ -56,7 +56,10 @@ def _several(gold: Parsed) -> bool:
 
 
 def judge_one(item: dict[str, Any]) -> dict[str, Any]:
-    result = _judge(item)
+    try:
+        result = _judge(item)
+    except Exception as exc:  # noqa: BLE001 - any internal failure is a verdict on this answer, never a crash
+        return {"status": "unparsable", "message": f"internal failure {type(exc).__name__}: {str(exc)[:200]}"}
     if result.get("equal") and item.get("claims"):  # false_step: only a correct answer's working is checked
         result["claims"] = check_claims(item["claims"])
     return result
@@ -76,7 +79,7 @@ def _judge(item: dict[str, Any]) -> dict[str, Any]:
                 "gold_normalised": gold_texts[0][:300]}
     try:
         gold, gold_described = _parse_gold(gold_texts, named_values)
-    except (ParseFailure, *_CRASHES) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever breaks on the gold makes the task invalid
         return {"status": "gold_unparsable", "message": str(exc)[:300]}
     if choices:
         gold = _as_choices(gold, choices, policy)

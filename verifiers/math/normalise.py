@@ -38,8 +38,13 @@ _DOUBLED = re.compile(r"(?<!\\)\\\\(?=(?:boxed|fbox|frac|dfrac|tfrac|left|right|
                       r"neq|lt|gt|in|infty|pi|cdot|times|pm|cup|begin|end|quad|qquad)(?![a-zA-Z]))")
 
 
+# Full-width forms (（1，2）, ２, ：) are their ASCII letters; CJK punctuation reads as ASCII punctuation.
+_FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: " ", 0x3001: ", ", 0x3002: ". ",
+                                                              0x3010: "[", 0x3011: "]"}
+
+
 def unescape(text: str) -> str:
-    return _DOUBLED.sub(r"\\", text)
+    return _DOUBLED.sub(r"\\", text.translate(_FULL_WIDTH))
 
 
 _TEXT_CMDS = re.compile(
@@ -65,12 +70,19 @@ _RELATIONS = [
     (r"\\neq|\\ne(?![a-zA-Z])|≠|=/=", "!="), (r"\\lt(?![a-zA-Z])", "<"), (r"\\gt(?![a-zA-Z])", ">"),
 ]
 _UNICODE = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "π": "\\pi", "∞": "\\infty", "√": "\\sqrt",
-            "∪": "\\cup", "∩": "\\cap", "∈": "\\in", "∅": "\\emptyset", "²": "^2", "³": "^3", "±": "\\pm"}
+            "∪": "\\cup", "∩": "\\cap", "∈": "\\in", "∅": "\\emptyset", "²": "^2", "³": "^3", "±": "\\pm",
+            "或者": " or ", "或": " or ", "且": " and ", "和": " and "}
+
+
+_CJK_UNIT = re.compile(r"(.*[\d}])\s*([\u3400-\u9fff]+)\s*", re.DOTALL)
 
 
 def strip_units(s: str) -> tuple[str, str]:
     """Trailing unit words after a value ("12 cm", "15 cm^2", "3 apples", "5 m/s")."""
     unit: list[str] = []
+    cjk = _CJK_UNIT.fullmatch(s)
+    if cjk:  # "12个", "3.5 米": a CJK word after a value is its unit
+        s, unit = cjk.group(1), [cjk.group(2)]
     while True:
         m = re.search(r"(?<![\\A-Za-z])([A-Za-z]+(?:\s*/\s*[A-Za-z]+)?)(?:\s*\^\s*\{?[23]\}?)?\s*$", s)
         if not m:
