@@ -74,6 +74,22 @@ CASES = [
     ("cjk", {"answer": "１２"}, "答案为 12", C),
     ("cjk", {"answer": "7"}, "共有\\boxed{7个}", C),
     ("cjk", {"answer": "\\frac{3}{5}"}, "因此，所求概率为$\\frac{3}{5}$。\n答案是$\\frac{3}{5}$", C),
+    # An explicit retraction leaves the last answer standing; two answers left standing are a hedge.
+    ("correction", {"answer": "21"}, "So $\\boxed{20}$. Hmm, that is wrong: the first day counts too. "
+                                     "The total is $\\boxed{21}$.", C),
+    ("correction", {"answer": "20"}, "So $\\boxed{20}$. Hmm, that is wrong: the first day counts too. "
+                                     "The total is $\\boxed{21}$.", W),
+    ("correction", {"answer": "21"}, "I get \\boxed{19}. I made a mistake in the sum; redoing it, \\boxed{21}.", C),
+    ("correction", {"answer": "21"}, "One way gives \\boxed{20}, another gives \\boxed{21}.", F),
+    ("correction", {"answer": "21"}, "\\boxed{20} is wrong. So \\boxed{21} or \\boxed{22}.", F),
+    ("correction", {"answer": "21"}, "Checking once more, \\boxed{21}. Again: \\boxed{21}.", C),
+    # Qualifiers inside the box do not make the answer unreadable.
+    ("qualifier", {"answer": "g(t) = 3t"}, "\\boxed{g(t) = 3t \\text{ for every real } t}", C),
+    ("qualifier", {"answer": "3t"}, "\\boxed{g(t) = 3t \\quad \\forall t \\in \\mathbb{R}}", C),
+    ("qualifier", {"answer": "3t"}, "\\boxed{g(t) = 2t \\text{ for all } t}", W),
+    ("qualifier", {"answer": "n^2"}, "\\boxed{b_n = n^2, \\text{ where } n \\ge 1}", C),
+    ("qualifier", {"answer": "\\frac{1}{x}"}, "\\boxed{\\frac{1}{x}, \\; x \\neq 0}", C),
+    ("qualifier", {"answer": "\\frac{1}{x}"}, "\\boxed{\\frac{2}{x} \\text{ for } x > 0}", W),
 ]
 
 

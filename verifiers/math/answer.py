@@ -22,6 +22,7 @@ _EMPTY_WORDS = re.compile(
 _ALL_REALS = re.compile(r"\\Reals|all\s+real(?:\s+numbers)?|\(\s*-\s*\\infty\s*,\s*\+?\s*\\infty\s*\)", re.IGNORECASE)
 _RELATION_OPS = ("<=", ">=", "!=", "<", ">")
 _LIST_SEPARATORS = (";", ",", " or ", " and ", "\\text{or}", "\\text{and}")
+_FUNCTION_OF = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])*\s*\)")
 _LABEL_PREFIX = re.compile(r"^\s*(?:\\?[A-Za-z]+(?:_\{?[\w,]+\}?)?|\([A-Za-z, ]+\))\s*\\in\s*")
 
 
@@ -275,8 +276,9 @@ def _relation(s: str, named_values: bool) -> Parsed | None:
     if lhs.kind != "expr" or rhs.kind != "expr":
         raise ParseFailure("an equation between structures")
     equation = Parsed("equation", value=sp.expand(lhs.value - rhs.value), decimals=lhs.decimals or rhs.decimals)
-    if named_values and isinstance(lhs.value, sp.Symbol) and lhs.value not in rhs.value.free_symbols:
-        # "y = 2x + 1" defines y: it may also stand for its right side.
+    defined = isinstance(lhs.value, sp.Symbol) and lhs.value not in rhs.value.free_symbols
+    if named_values and (defined or _FUNCTION_OF.fullmatch(left.strip())):
+        # "y = 2x + 1" defines y, "f(x) = x^2" defines f: it may also stand for its right side.
         equation.items = [rhs]
     return equation
 

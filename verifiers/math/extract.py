@@ -44,6 +44,12 @@ _PROSE = re.compile(r"[A-Za-z]{3,}")
 _SHORT_ANSWER_CHARS = 120
 # Text a gold or response may join boxes with ("\boxed{1} and \boxed{2}").
 _BOX_JOIN_CHARS = 40
+# An explicit retraction of an answer already given (not "let me double-check", not "on reflection").
+_RETRACTION = re.compile(
+    r"\b(?:(?:is|was|that's|thats|it's|this\s+is|seems|looks)\s+(?:wrong|incorrect|not\s+(?:right|correct))"
+    r"|(?:made|make)\s+(?:a|an)\s+(?:mistake|error)|(?:a|my|an|the)\s+(?:mistake|error)\b|mistaken"
+    r"|correction|correcting|scratch\s+that|I\s+was\s+wrong|let\s+me\s+(?:correct|fix|redo)\b)"
+    r"|错了|不对|有误|更正", re.IGNORECASE)
 _THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
 _THINK = re.compile(r"<think\s*>.*?(?:</think\s*>|$)", re.IGNORECASE | re.DOTALL)
 _ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
@@ -74,6 +80,11 @@ def _closing_braces(text: str) -> dict[int, int]:
 
 
 def boxes(text: str) -> list[str]:
+    return [content for _, content in _box_spans(text)]
+
+
+def _box_spans(text: str) -> list[tuple[int, str]]:
+    """(start, content) of every box."""
     found = []
     closing: dict[int, int] | None = None
     for match in _BOX.finditer(text):
@@ -81,12 +92,24 @@ def boxes(text: str) -> list[str]:
         if end < len(text) and text[end] == "{":
             closing = _closing_braces(text) if closing is None else closing
             if end in closing:
-                found.append(text[end + 1:closing[end]].strip())
+                found.append((match.start(), text[end + 1:closing[end]].strip()))
         else:
             bare = re.match(r"[^\s$]+", text[end:])
             if bare:
-                found.append(bare.group(0))
-    return [b for b in found if b]
+                found.append((match.start(), bare.group(0)))
+    return [(start, b) for start, b in found if b]
+
+
+def _after_retraction(text: str, spans: list[tuple[int, str]]) -> list[str]:
+    """The boxes after the last explicit retraction that follows a box ("that is wrong", "I made
+    a mistake", "correction:"), when some box follows it; otherwise all boxes (two answers left
+    standing are a hedge)."""
+    retractions = [m.start() for m in _RETRACTION.finditer(text, spans[0][0])]
+    if retractions:
+        later = [content for start, content in spans if start > retractions[-1]]
+        if later:
+            return later
+    return [content for _, content in spans]
 
 
 @dataclass(frozen=True)
@@ -238,10 +261,10 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
             return tagged
         # A lone tag is not an answer phrase ("</answer>" must not read as "answer").
         text = _LONE_TAG.sub(" ", text)
-    boxed = boxes(text)
+    spans = _box_spans(text)
     minerva = _minerva_sentence(text)
-    if boxed and not (minerva and minerva[0] > text.rfind("\\boxed")):
-        return Extraction(boxed, "boxed")
+    if spans and not (minerva and minerva[0] > text.rfind("\\boxed")):
+        return Extraction(_after_retraction(text, spans) if len(spans) > 1 else [spans[0][1]], "boxed")
     if minerva:
         found = _phrase_answer(minerva[1])
         if found:

@@ -121,6 +121,24 @@ def _thousands(s: str) -> str:
     return s
 
 
+# A phrase that qualifies an answer ("for all x", "where s is the side", "for x > 0") and a
+# trailing condition on a variable after a comma ("\ln x, x > 0") are not part of the value.
+_QUALIFIER = re.compile(r"(?<=\S)\s*,?\s*(?:\\forall\b|\b(?:for|where|when|whenever|provided|such\s+that|"
+                        r"valid|defined)\b)(?:\s|\\).*", re.IGNORECASE | re.DOTALL)
+_CONDITION = re.compile(r"(.+?),\s*([A-Za-z](?:_\{?\w+\}?)?\s*(?:<=|>=|!=|<|>|\\in\b)[^,]+)", re.DOTALL)
+_RELATION_MARK = re.compile(r"<|>|!=|\\in\b")
+
+
+def _without_qualifier(s: str) -> str:
+    qualifier = _QUALIFIER.search(s)
+    if qualifier and re.search(r"[\d=\\^]", s[:qualifier.start()]):
+        s = s[:qualifier.start()].rstrip(" ,;")
+    condition = _CONDITION.fullmatch(s.strip())
+    if condition and not _RELATION_MARK.search(condition.group(1)):
+        s = condition.group(1)
+    return s
+
+
 @functools.lru_cache(maxsize=1024)
 def normalise(text: str) -> Normalised:
     """Cached: a group's gold and repeated answers are normalised once (the result is immutable)."""
@@ -159,6 +177,7 @@ def _normalise(text: str) -> Normalised:
     s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", r"\\Reals", s)
     for pattern, repl in _RELATIONS:
         s = re.sub(pattern, repl, s)
+    s = _without_qualifier(s)
     # The value before an approximation counts ("1/3 \approx 0.33"), unless it is only a name ("x \approx 11").
     exact, *approx = re.split(r"\\approx|≈|\\sim(?![a-zA-Z])", s, maxsplit=1)
     s = exact if not approx or re.search(r"\d", exact) else approx[0]
