@@ -90,6 +90,17 @@ CASES = [
     ("qualifier", {"answer": "n^2"}, "\\boxed{b_n = n^2, \\text{ where } n \\ge 1}", C),
     ("qualifier", {"answer": "\\frac{1}{x}"}, "\\boxed{\\frac{1}{x}, \\; x \\neq 0}", C),
     ("qualifier", {"answer": "\\frac{1}{x}"}, "\\boxed{\\frac{2}{x} \\text{ for } x > 0}", W),
+    # Units on both sides: quantities (sympy's units); a bare number keeps today's rule.
+    ("units", {"answer": "40 \\text{ mm}"}, "\\boxed{4 \\text{ cm}}", C),
+    ("units", {"answer": "40 \\text{ mm}"}, "\\boxed{40 \\text{ cm}}", W),
+    ("units", {"answer": "40 \\text{ mm}"}, "\\boxed{40}", C),
+    ("units", {"answer": "2 \\text{ L}"}, "\\boxed{2000 \\text{ mL}}", C),
+    ("units", {"answer": "90 \\text{ minutes}"}, "The film lasts \\boxed{1.5 \\text{ hours}}.", C),
+    ("units", {"answer": "90 \\text{ minutes}"}, "The film lasts \\boxed{90 \\text{ seconds}}.", W),
+    ("units", {"answer": "10 \\text{ m/s}"}, "\\boxed{36 \\text{ km/h}}", C),
+    ("units", {"answer": "10 \\text{ m/s}"}, "\\boxed{10 \\text{ m/s}^2}", W),
+    ("units", {"answer": "3 \\text{ W}"}, "\\boxed{3 \\text{ V}}", W),
+    ("units", {"answer": "2 \\text{ km}"}, "一共走了\\boxed{2000米}", C),
 ]
 
 

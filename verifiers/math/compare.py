@@ -4,13 +4,14 @@ side was written as a decimal. Runs inside the sandbox (sympy can be slow)."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
 from verifiers.math.answer import Parsed
 from verifiers.math.choices import choice_equal
 from verifiers.math.parse import based_numeral_value
+from verifiers.math.units import factor
 
 # Exact comparison is numeric at 60 digits with a relative threshold, so 1/2^99 and
 # 1/2^98 stay different while identities simplify would be slow to prove are found.
@@ -30,6 +31,15 @@ class Policy:
 
 def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple[bool, str]:
     """Return (equal, how)."""
+    if answer.unit and gold.unit and answer.unit != gold.unit:
+        scale = factor(answer.unit, gold.unit)
+        if scale is False:
+            return False, "unit_dimension_differs"
+        if scale is not None and answer.kind == "expr":
+            # Both sides carry physical units: compare the quantities, in the gold's unit.
+            converted = replace(answer, value=answer.value * scale, unit=gold.unit)
+            equal, how = equivalent(converted, gold, policy)
+            return equal, f"quantity_{how}"
     if policy.require_units and answer.unit != gold.unit:
         return False, "unit_differs"
     if answer.kind == "multi" and len(answer.items) == 1:
