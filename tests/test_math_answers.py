@@ -101,6 +101,25 @@ CASES = [
     ("units", {"answer": "10 \\text{ m/s}"}, "\\boxed{10 \\text{ m/s}^2}", W),
     ("units", {"answer": "3 \\text{ W}"}, "\\boxed{3 \\text{ V}}", W),
     ("units", {"answer": "2 \\text{ km}"}, "一共走了\\boxed{2000米}", C),
+    # A required form: the equal value must also be written in it; without `form`, any form.
+    ("form", {"answer": "\\frac{35}{48}", "form": "lowest_terms"}, "<answer>70/96</answer>", W),
+    ("form", {"answer": "\\frac{35}{48}", "form": "lowest_terms"}, "<answer>35/48</answer>", C),
+    ("form", {"answer": "\\frac{35}{48}"}, "<answer>70/96</answer>", C),
+    ("form", {"answer": "-\\frac{7}{2}", "form": "lowest_terms"}, "\\boxed{-3.5}", W),
+    ("form", {"answer": "-\\frac{7}{2}", "form": "lowest_terms"}, "\\boxed{-\\frac{7}{2}}", C),
+    ("form", {"answer": "2^3 \\cdot 3 \\cdot 5", "form": "prime_factorization"}, "<answer>120</answer>", W),
+    ("form", {"answer": "2^3 \\cdot 3 \\cdot 5", "form": "prime_factorization"},
+     "<answer>2 \\times 2 \\times 2 \\times 3 \\times 5</answer>", C),
+    ("form", {"answer": "2^3 \\cdot 3 \\cdot 5", "form": "prime_factorization"}, "<answer>8 \\times 15</answer>", W),
+    ("form", {"answer": "4.56 \\times 10^{-3}", "form": "scientific", "significant_figures": 3},
+     "\\boxed{0.00456}", W),
+    ("form", {"answer": "4.56 \\times 10^{-3}", "form": "scientific", "significant_figures": 3},
+     "\\boxed{4.56 \\times 10^{-3}}", C),
+    ("form", {"answer": "4.56 \\times 10^{-3}", "form": "scientific", "significant_figures": 3},
+     "\\boxed{4.6 \\times 10^{-3}}", W),
+    ("form", {"answer": "4.56 \\times 10^{-3}", "form": "scientific"}, "\\boxed{4.560e-3}", C),
+    ("form", {"answer": "12", "form": "integer"}, "\\boxed{12.0}", W),
+    ("form", {"answer": "12", "form": "integer"}, "\\boxed{x = 12}", C),
 ]
 
 
@@ -138,13 +157,14 @@ def test_a_task_hash_is_unchanged_until_a_new_field_is_set(math_verifier):
 
 
 @pytest.mark.parametrize(("choices", "detail"), [({"AB": "1"}, "one letter"), ({"A": ""}, "needs a value"),
-                                                  ({"A": "\\frac{"}, "task.choices")])
-def test_bad_choices_get_a_422_naming_the_field(live_server, choices, detail):
+                                                  ({"A": "\\frac{"}, "task.choices"),
+                                                  ("figures", "significant_figures")])
+def test_bad_choices_or_forms_get_a_422_naming_the_field(live_server, choices, detail):
     with live_server.client() as c:
-        r = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "A", "choices": choices},
-                                       "response": "\\boxed{A}"})
+        task = {"answer": "A", **({"significant_figures": 2} if choices == "figures" else {"choices": choices})}
+        r = c.post("/v1/verify", json={"verifier": "math", "task": task, "response": "\\boxed{A}"})
         assert r.status_code == 422, r.text
-        assert "task.choices" in r.json()["detail"] and detail in r.json()["detail"]
+        assert detail in r.json()["detail"] and ("task.choices" in r.json()["detail"] or choices == "figures")
         ok = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "A", "choices": {"A": "1"}},
                                         "response": "\\boxed{1}"})
         assert ok.status_code == 200 and ok.json()["reward"] == 1.0, ok.text

@@ -16,6 +16,7 @@ from verifiers.math.answer import Parsed, ParseFailure, TooLarge, parse_answer
 from verifiers.math.choices import as_choice
 from verifiers.math.claims import check_claims
 from verifiers.math.compare import Policy, distinct, equivalent
+from verifiers.math.forms import form_problem
 from verifiers.math.normalise import normalise
 
 _CRASHES = (RecursionError, MemoryError, OverflowError, TypeError, ValueError, ZeroDivisionError, AttributeError)
@@ -74,7 +75,7 @@ def _judge(item: dict[str, Any]) -> dict[str, Any]:
         choices = _parse_choices(tuple(sorted((item.get("choices") or {}).items())), named_values)
     except (ParseFailure, *_CRASHES) as exc:
         return {"status": "choices_unparsable", "message": str(exc)[:300]}
-    if len(gold_texts) == 1 and all(_same_text(text, gold_texts[0]) for text in candidates):
+    if len(gold_texts) == 1 and not item.get("form") and all(_same_text(text, gold_texts[0]) for text in candidates):
         return {"status": "compared", "equal": True, "how": "identical", "answer_normalised": candidates[0][:300],
                 "gold_normalised": gold_texts[0][:300]}
     try:
@@ -108,6 +109,11 @@ def _judge(item: dict[str, Any]) -> dict[str, Any]:
     except _CRASHES as exc:
         return {"status": "compare_failed", "message": f"{type(exc).__name__}: {str(exc)[:200]}",
                 "answer_normalised": answer.describe(), "gold_normalised": gold_described}
+    form = item.get("form")
+    if equal and form:
+        problems = [p for p in (form_problem(text, form, item.get("significant_figures")) for text in candidates) if p]
+        if problems:
+            equal, how = False, f"form: {problems[0]}"
     return {
         "status": "compared",
         "equal": bool(equal),

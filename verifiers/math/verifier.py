@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
 from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
@@ -52,11 +52,22 @@ class MathTask(TaskBase):
     choices: dict[str, str] | None = Field(
         None, description="Multiple choice: letter -> value (e.g. {\"A\": \"8\", \"C\": \"12\"}). Then a letter "
         "and its value match each other; without it a letter matches a letter and a value a value.")
+    form: Literal["lowest_terms", "prime_factorization", "scientific", "integer"] | None = Field(
+        None, description="A form the answer must be written in, besides having the gold's value: a fraction in "
+        "lowest terms, a prime factorization, scientific notation, an integer. Default: any form of an equal value.")
+    significant_figures: int | None = Field(
+        None, ge=1, le=30, description="With form 'scientific': the significant figures the mantissa must have.")
     timeout_s: float = Field(5.0, gt=0, le=30, description="Time budget to parse and compare one answer.")
     memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=256, le=4096)
 
 
-    hashed_when_set: ClassVar[frozenset[str]] = frozenset({"choices"})
+    hashed_when_set: ClassVar[frozenset[str]] = frozenset({"choices", "form", "significant_figures"})
+
+    @model_validator(mode="after")
+    def _figures_with_scientific(self) -> MathTask:
+        if self.significant_figures is not None and self.form != "scientific":
+            raise ValueError("significant_figures goes with form 'scientific'")
+        return self
 
     @field_validator("choices")
     @classmethod
@@ -211,7 +222,8 @@ def _extraction_evidence(extraction: Extraction, gold: Extraction) -> dict[str, 
 def _request(task: MathTask, gold: Extraction, extraction: Extraction) -> dict[str, Any]:
     return {"candidates": extraction.candidates, "gold": task.answer, "gold_candidates": gold.candidates,
             "percent": task.percent, "named_values": task.named_values,
-            "several_answers": task.several_answers, "require_units": task.require_units, "choices": task.choices}
+            "several_answers": task.several_answers, "require_units": task.require_units, "choices": task.choices,
+            "form": task.form, "significant_figures": task.significant_figures}
 
 
 def _timed_out(task: MathTask, evidence: dict[str, Any], exc: RequestTimeout) -> Outcome:
