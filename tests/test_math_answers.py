@@ -183,3 +183,32 @@ def test_an_internal_failure_is_a_quick_verdict(math_verifier, sandbox):
     assert time.perf_counter() - started < 3.0
     honest = math_verifier.verify(task, "\\boxed{x \\cdot x}", VerifyContext(sandbox))
     assert honest.verdict is C
+
+
+# Answers that would take sympy seconds to minutes: each is refused at once (at most 6 s on a
+# loaded machine, where the time limit alone took 5 s and more), as a verdict.
+BOMBS = {
+    "power_of_a_sum": r"\boxed{(2+t)^{900000}}",
+    "power_of_a_power": r"\boxed{((t+3)^{40})^{40}}",
+    "huge_exponent_inside_a_function": r"\boxed{\cos(\cos(t^{250000}))}",
+    "product_of_allowed_powers": r"\boxed{(p+q+r)^{29}(s+t+u)^{29}(v+w+y)^{29}}",
+    "equation_of_a_product": r"\boxed{(p+q+r)^{29}(s+t+u)^{29} = t}",
+    "working_with_a_product": r"First $(p+q+r)^{29}(s+t+u)^{29} = 5*6$, so \boxed{30}.",
+    "trinomial_cube_of_a_high_power": r"\boxed{(p+q+r+s)^{120}}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOMBS))
+def test_an_expensive_answer_is_refused_quickly(math_verifier, sandbox, name):
+    import time
+
+    task = math_verifier.parse_task({"answer": "30"})
+    started = time.perf_counter()
+    outcome = math_verifier.verify(task, BOMBS[name], VerifyContext(sandbox))
+    elapsed = time.perf_counter() - started
+    assert outcome.verdict not in (Verdict.error, Verdict.timeout), (outcome.verdict, outcome.evidence)
+    assert elapsed < 6.0, elapsed
+    if name != "working_with_a_product":  # its final answer is right: the working is only not checked
+        assert outcome.reward(task) == 0.0, outcome.evidence
+    honest = math_verifier.verify(task, r"\boxed{30}", VerifyContext(sandbox))
+    assert honest.verdict is C

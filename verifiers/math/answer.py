@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from verifiers.math.normalise import ParseFailure, TooLarge, normalise, strip_units
-from verifiers.math.parse import parse_expression
+from verifiers.math.parse import MAX_EXPANSION, expansion_size, parse_expression
 from verifiers.math.times import seconds
 from verifiers.math.words import number_from_words
 
@@ -275,6 +275,8 @@ def _relation(s: str, named_values: bool) -> Parsed | None:
     lhs, rhs = _expr(left), _expr(right)
     if lhs.kind != "expr" or rhs.kind != "expr":
         raise ParseFailure("an equation between structures")
+    if expansion_size(lhs.value - rhs.value) > MAX_EXPANSION:
+        raise TooLarge("equation too large to expand safely")
     equation = Parsed("equation", value=sp.expand(lhs.value - rhs.value), decimals=lhs.decimals or rhs.decimals)
     defined = isinstance(lhs.value, sp.Symbol) and lhs.value not in rhs.value.free_symbols
     if named_values and (defined or _FUNCTION_OF.fullmatch(left.strip())):

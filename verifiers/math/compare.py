@@ -10,7 +10,7 @@ import sympy as sp
 
 from verifiers.math.answer import Parsed
 from verifiers.math.choices import choice_equal
-from verifiers.math.parse import based_numeral_value
+from verifiers.math.parse import MAX_EXPANSION, based_numeral_value, expansion_size
 from verifiers.math.units import factor
 
 # Exact comparison is numeric at 60 digits with a relative threshold, so 1/2^99 and
@@ -236,7 +236,7 @@ def _tolerant_equal(a: sp.Expr, b: sp.Expr, answer: Parsed, gold: Parsed) -> tup
 def _symbolic_equal(a: sp.Basic, b: sp.Basic) -> tuple[bool, str]:
     if not (isinstance(a, sp.Expr) and isinstance(b, sp.Expr)):
         return False, "symbolic"
-    if sp.expand(a - b) == 0:
+    if expansion_size(a - b) <= MAX_EXPANSION and sp.expand(a - b) == 0:
         return True, "symbolic_expand"
     symbols = sorted(a.free_symbols | b.free_symbols, key=lambda s: s.name)
     # Deterministic random points: an identity holds at all of them, a difference rarely does.
