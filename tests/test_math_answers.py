@@ -120,6 +120,16 @@ CASES = [
     ("form", {"answer": "4.56 \\times 10^{-3}", "form": "scientific"}, "\\boxed{4.560e-3}", C),
     ("form", {"answer": "12", "form": "integer"}, "\\boxed{12.0}", W),
     ("form", {"answer": "12", "form": "integer"}, "\\boxed{x = 12}", C),
+    # Found by the second held-out set: Python-style lists, durations against quantities of
+    # time, a choice letter before its value in an answer line, a qualifier in parentheses.
+    ("list", {"answer": "1, 4, 9"}, "<answer>[9, 4, 1]</answer>", C),
+    ("list", {"answer": "1, 4, 9"}, "<answer>[1, 4]</answer>", W),
+    ("time", {"answer": "1 hour 10 minutes"}, "<answer>70 minutes</answer>", C),
+    ("time", {"answer": "1 hour 10 minutes"}, "<answer>70 seconds</answer>", W),
+    ("choice", {"answer": "D"}, "Answer: D) 30 apples", C),
+    ("choice", {"answer": "D"}, "Answer: B) 30 apples", W),
+    ("qualifier", {"answer": "1"}, "\\boxed{1 \\text{ (for } n \\ge 2)}", C),
+    ("qualifier", {"answer": "1"}, "\\boxed{2 \\text{ (for } n \\ge 2)}", W),
 ]
 
 

@@ -237,6 +237,8 @@ def _bracketed(s: str, named_values: bool) -> Parsed | None:
                       left_open=s[0] == "(", right_open=s[-1] == ")")
     if s[0] == "(" and s[-1] == ")":
         return Parsed("tuple", items=[_structure(p, named_values) for p in inner])
+    if s[0] == "[" and s[-1] == "]":  # "[2, 3, 5, 7]": a list written as in Python
+        return _list(inner, named_values)
     return None
 
 

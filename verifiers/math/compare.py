@@ -52,7 +52,7 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     if "choice" in kinds:
         return choice_equal(answer, gold, lambda a, b: equivalent(a, b, policy))
     if "time" in kinds:
-        return answer.kind == gold.kind and answer.value == gold.value, "time"
+        return _time_equal(answer, gold)
     if "text" in kinds:
         if answer.kind == gold.kind:
             return answer.value == gold.value, "text"
@@ -96,6 +96,17 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     if kinds & {"interval", "union", "region", "tuple", "set"}:
         return _sets_equal(answer, gold, policy)
     return False, "kind_mismatch"
+
+
+def _time_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
+    """Two times; or a time (a duration in words) and a quantity of time (`185 minutes`)."""
+    if answer.kind == gold.kind:
+        return answer.value == gold.value, "time"
+    time, other = (answer, gold) if answer.kind == "time" else (gold, answer)
+    scale = factor(other.unit, "s") if other.kind == "expr" and other.unit else None
+    if not scale:
+        return False, "kind_mismatch"
+    return bool(sp.simplify(other.value * scale - time.value) == 0), "time_quantity"
 
 
 def _labelled(p: Parsed) -> bool:

@@ -37,6 +37,7 @@ _ANSWER_PHRASE = re.compile(
     r"(?:final\s+answer|the\s+answer|answer|答案\s*(?:应|应该)?\s*(?:为|是)?|(?:故|应|所以|因此)\s*选(?:择)?)"
     r"[*_]*\s*(?:is|:|=)?\s*[:=]?[*_]*\s*(.+)", re.IGNORECASE)
 _EMPHASIS_EDGES = "*_ "
+_CHOICE_FIRST = re.compile(r"\(?[A-H]\)\s|\(?[A-H][.:]\s")
 _GSM8K = re.compile(r"####\s*([^\n]+)")
 _CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or|或|和|且)[\s,;.]*)?", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:[,.]\d+)*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
@@ -203,6 +204,8 @@ def _phrase_answer(tail: str) -> list[str]:
     boxed = boxes(sentence)
     if boxed:
         return boxed
+    if _CHOICE_FIRST.match(sentence):  # "C) 45 degrees", "(B) 7 apples": a choice with its value
+        return [sentence]
     maths = _last_math_group(sentence)
     if maths and sentence.rstrip(" .\"'\\").endswith(("$", ")")):
         return maths

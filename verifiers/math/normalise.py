@@ -123,7 +123,7 @@ def _thousands(s: str) -> str:
 
 # A phrase that qualifies an answer ("for all x", "where s is the side", "for x > 0") and a
 # trailing condition on a variable after a comma ("\ln x, x > 0") are not part of the value.
-_QUALIFIER = re.compile(r"(?<=\S)\s*,?\s*(?:\\forall\b|\b(?:for|where|when|whenever|provided|such\s+that|"
+_QUALIFIER = re.compile(r"(?<=\S)\s*,?\s*[(\[]?\s*(?:\\forall\b|\b(?:for|where|when|whenever|provided|such\s+that|"
                         r"valid|defined)\b)(?:\s|\\).*", re.IGNORECASE | re.DOTALL)
 _CONDITION = re.compile(r"(.+?),\s*([A-Za-z](?:_\{?\w+\}?)?\s*(?:<=|>=|!=|<|>|\\in\b)[^,]+)", re.DOTALL)
 _RELATION_MARK = re.compile(r"<|>|!=|\\in\b")
