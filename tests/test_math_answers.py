@@ -130,6 +130,15 @@ CASES = [
     ("choice", {"answer": "D"}, "Answer: B) 30 apples", W),
     ("qualifier", {"answer": "1"}, "\\boxed{1 \\text{ (for } n \\ge 2)}", C),
     ("qualifier", {"answer": "1"}, "\\boxed{2 \\text{ (for } n \\ge 2)}", W),
+    # Found by the reasoning-gym check: days and fractional seconds, yes/no, the asked figures.
+    ("time", {"answer": "2 days, 03:15"}, "<answer>51:15</answer>", C),
+    ("time", {"answer": "00:12:07.250"}, "<answer>0:12:07.25</answer>", C),
+    ("time", {"answer": "00:12:07.250"}, "<answer>00:12:07.2501</answer>", W),
+    ("words", {"answer": "No"}, "<answer>no</answer>", C),
+    ("words", {"answer": "No"}, "<answer>Yes</answer>", W),
+    ("form", {"answer": "0.00528193", "form": "scientific", "significant_figures": 3}, "\\boxed{5.28e-3}", C),
+    ("form", {"answer": "0.00528193", "form": "scientific", "significant_figures": 3}, "\\boxed{5.29e-3}", W),
+    ("form", {"answer": "0.00528193", "form": "scientific", "significant_figures": 3}, "\\boxed{5.282e-3}", W),
 ]
 
 

@@ -20,6 +20,7 @@ _EMPTY_WORDS = re.compile(
     r"\\emptyset|(?:there\s+(?:is|are)\s+)?no\s+(?:real\s+)?(?:solutions?|roots?|such\s+\w+|values?)|none|"
     r"does\s*n[o']t\s+exist|dne|empty\s+set", re.IGNORECASE)
 _ALL_REALS = re.compile(r"\\Reals|all\s+real(?:\s+numbers)?|\(\s*-\s*\\infty\s*,\s*\+?\s*\\infty\s*\)", re.IGNORECASE)
+_YES_NO = ("yes", "no", "true", "false")
 _RELATION_OPS = ("<=", ">=", "!=", "<", ">")
 _LIST_SEPARATORS = (";", ",", " or ", " and ", "\\text{or}", "\\text{and}")
 _FUNCTION_OF = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])*\s*\)")
@@ -53,8 +54,10 @@ class Parsed:
         if self.kind == "choice":
             return f"({self.value})" + (f" {self.items[0].describe()}" if self.items else "")
         if self.kind == "time":
-            assert isinstance(self.value, int)
-            return f"{self.value // 3600:02d}:{self.value // 60 % 60:02d}:{self.value % 60:02d}"
+            whole = int(self.value)  # type: ignore[call-overload]
+            secs = self.value - whole // 60 * 60  # type: ignore[operator]
+            return f"{whole // 3600:02d}:{whole // 60 % 60:02d}:" + (f"{int(secs):02d}" if secs == int(secs) else
+                                                                      f"{float(secs):06.3f}")
         if self.kind == "interval":
             lo, hi = self.items
             return f"{'(' if self.left_open else '['}{lo.describe()}, {hi.describe()}{')' if self.right_open else ']'}"
@@ -120,6 +123,8 @@ def _structure(s: str, named_values: bool) -> Parsed:
     s = s.strip()
     if not s:
         raise ParseFailure("empty answer")
+    if s.lower() in _YES_NO:  # "No" is a word, not N times o
+        return Parsed("text", value=s.lower())
     if _EMPTY_WORDS.fullmatch(s):
         return Parsed("set", items=[])
     if _ALL_REALS.fullmatch(s):

@@ -3,6 +3,7 @@ side was written as a decimal. Runs inside the sandbox (sympy can be slow)."""
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, replace
 
@@ -27,6 +28,8 @@ class Policy:
     # or "either" (28% matches 28 or 0.28).
     percent: str = "either"
     require_units: bool = False
+    # The significant figures a task asks for (form "scientific"): values compare at that precision.
+    figures: int | None = None
 
 
 def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple[bool, str]:
@@ -48,6 +51,8 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
         gold = gold.items[0]
     kinds = {answer.kind, gold.kind}
     if kinds == {"expr"}:
+        if policy.figures and not (answer.value.free_symbols or gold.value.free_symbols):
+            return _figures_equal(answer.value, gold.value, policy.figures)
         return _percent_equal(answer, gold, policy)
     if "choice" in kinds:
         return choice_equal(answer, gold, lambda a, b: equivalent(a, b, policy))
@@ -213,6 +218,19 @@ def _exact_equal(a: sp.Expr, b: sp.Expr) -> tuple[bool, str]:
         if sp.simplify(a - b) == 0:
             return True, "exact_simplify"
     return False, "exact"
+
+
+def _figures_equal(a: sp.Expr, b: sp.Expr, figures: int) -> tuple[bool, str]:
+    """Equal to the gold at `figures` significant figures: within half a unit of the gold's last
+    asked figure (the gold `0.00176107…` at 3 figures takes `1.76e-3`)."""
+    try:
+        na, nb = complex(sp.N(a, 30)), complex(sp.N(b, 30))
+    except (TypeError, ValueError):
+        return False, "not_numeric"
+    if nb == 0:
+        return na == 0, "figures_zero"
+    unit = 10.0 ** (math.floor(math.log10(abs(nb))) - figures + 1)
+    return abs(na - nb) <= 0.5 * unit * (1 + 1e-9), f"significant_figures_{figures}"
 
 
 def _window(side: Parsed, value: complex) -> float:

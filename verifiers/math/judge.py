@@ -68,7 +68,9 @@ def judge_one(item: dict[str, Any]) -> dict[str, Any]:
 
 def _judge(item: dict[str, Any]) -> dict[str, Any]:
     named_values = bool(item.get("named_values", True))
-    policy = Policy(percent=item.get("percent", "either"), require_units=bool(item.get("require_units", False)))
+    figures = item.get("significant_figures") if item.get("form") == "scientific" else None
+    policy = Policy(percent=item.get("percent", "either"), require_units=bool(item.get("require_units", False)),
+                    figures=figures)
     gold_texts = tuple(item.get("gold_candidates") or [item["gold"]])
     candidates = item.get("candidates") or [item["answer"]]
     try:

@@ -1,11 +1,13 @@
-"""Clock times and durations: `03:12`, `3:12 pm`, `01:16:05`, `1 hour 16 minutes`. A time is
-a time, read as seconds: never a ratio (`01:04` is not `03:12`). Pure string work."""
+"""Clock times and durations: `03:12`, `3:12 pm`, `01:16:05`, `00:30:43.465`, `55 days, 21:48`,
+`1 hour 16 minutes`. A time is a time, read as seconds: never a ratio (`01:04` is not `03:12`). Pure string work."""
 
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
-_CLOCK = re.compile(r"(\d{1,2}):([0-5]\d)(?::([0-5]\d))?\s*(?:([ap])\.?\s*m\.?)?", re.IGNORECASE)
+_CLOCK = re.compile(r"(?:(\d+)\s*days?\s*,?\s*)?(\d{1,2}):([0-5]\d)(?::([0-5]\d(?:\.\d+)?))?\s*(?:([ap])\.?\s*m\.?)?",
+                    re.IGNORECASE)
 _PART = r"(\d+)\s*(?:{})"
 _DAYS = _PART.format(r"days?|d")
 _HOURS = _PART.format(r"hours?|hrs?|h")
@@ -17,19 +19,20 @@ _DURATION = re.compile(
 _WRAPPERS = re.compile(r"\\(?:text|mathrm|textnormal|mbox)\s*\{([^{}]*)\}|\\[,;:!]|~|\\ |\$")
 
 
-def seconds(text: str) -> int | None:
+def seconds(text: str) -> Fraction | int | None:
     """The time or duration `text` names, in seconds; None when it is not one."""
     s = " ".join(_WRAPPERS.sub(lambda m: f" {m.group(1) or ''} ", text).split())
     if len(s) > 60:
         return None
     clock = _CLOCK.fullmatch(s)
     if clock:
-        hours, minutes, secs, half = int(clock[1]), int(clock[2]), int(clock[3] or 0), (clock[4] or "").lower()
+        days, hours, minutes, half = int(clock[1] or 0), int(clock[2]), int(clock[3]), (clock[5] or "").lower()
+        secs = Fraction(clock[4] or 0)
         if half:
-            if not 1 <= hours <= 12:
+            if days or not 1 <= hours <= 12:
                 return None
             hours = hours % 12 + (12 if half == "p" else 0)
-        return hours * 3600 + minutes * 60 + secs
+        return (days * 24 + hours) * 3600 + minutes * 60 + secs
     duration = _DURATION.fullmatch(s)
     if duration is None:
         return None
