@@ -129,7 +129,7 @@ def _structure(s: str, named_values: bool) -> Parsed:
         return Parsed("set", items=[])
     if _ALL_REALS.fullmatch(s):
         return Parsed("region", value=sp.S.Reals)
-    choice = _choice(s, named_values)
+    choice = _choice(s, named_values) if s[0] == "(" or "A" <= s[0] <= "H" else None
     if choice is not None:
         return choice
     s = _LABEL_PREFIX.sub("", s, count=1) or s

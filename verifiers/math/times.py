@@ -16,11 +16,14 @@ _SECONDS = _PART.format(r"seconds?|secs?|s")
 _DURATION = re.compile(
     rf"(?:{_DAYS})?[\s,]*(?:and\s+)?(?:{_HOURS})?[\s,]*(?:and\s+)?(?:{_MINUTES})?[\s,]*(?:and\s+)?(?:{_SECONDS})?",
     re.IGNORECASE)
+_UNIT_HINT = re.compile(r"\d\s*(?:\\[a-z]+\s*\{\s*)?[dhms]", re.IGNORECASE)
 _WRAPPERS = re.compile(r"\\(?:text|mathrm|textnormal|mbox)\s*\{([^{}]*)\}|\\[,;:!]|~|\\ |\$")
 
 
 def seconds(text: str) -> Fraction | int | None:
     """The time or duration `text` names, in seconds; None when it is not one."""
+    if ":" not in text and not _UNIT_HINT.search(text):  # most answers: no clock, no time words
+        return None
     s = " ".join(_WRAPPERS.sub(lambda m: f" {m.group(1) or ''} ", text).split())
     if len(s) > 60:
         return None
