@@ -48,7 +48,7 @@ _BOX_JOIN_CHARS = 40
 # An explicit retraction of an answer already given (not "let me double-check", not "on reflection").
 _RETRACTION = re.compile(
     r"\b(?:(?:is|was|that's|thats|it's|this\s+is|seems|looks)\s+(?:wrong|incorrect|not\s+(?:right|correct))"
-    r"|(?:made|make)\s+(?:a|an)\s+(?:mistake|error)|(?:a|my|an|the)\s+(?:mistake|error)\b|mistaken"
+    r"|(?:made|make)\s+(?:a|an)\s+(?:mistake|error)|(?:a|my|an)\s+(?:mistake|error)\b|mistaken"
     r"|correction|correcting|scratch\s+that|I\s+was\s+wrong|let\s+me\s+(?:correct|fix|redo)\b)"
     r"|错了|不对|有误|更正", re.IGNORECASE)
 _THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
