@@ -1,7 +1,7 @@
 """Math scoring throughput and agreement: Assay over HTTP (sandboxed, audited) against
 Math-Verify in a process pool of as many processes as Assay has sandbox workers.
 
-    python bench/math_throughput.py [--pairs 2000] [--workers 2] [--concurrency 4] [--profile]
+    python bench/math_throughput.py [--pairs 2000] [--workers 2] [--concurrency 4] [--profile] [--judge-only]
 
 Two pair sets: generated GRPO groups in common answer forms (`make_pairs`, Math-Verify with
 its default configuration), and the (gold, prediction) pairs of Math-Verify's own suite
@@ -181,23 +181,30 @@ def run_assay(server: LiveServer, pairs: list[Pair], concurrency: int) -> tuple[
     return elapsed, rewards
 
 
-def profile_layers(pairs: list[Pair], workers: int) -> dict[str, float]:
-    """Seconds for the same pairs through each layer of Assay's path, but HTTP."""
-    from sandboxes.factory import create_sandbox
-    from verifiers import registry
-    from verifiers.base import TaskInvalid, VerifyContext
+def judge_in_process(pairs: list[Pair]) -> float:
+    """Seconds to extract and judge the pairs in this process (our own parser on benchmark
+    data): the judging cost alone, comparable across checkouts (`--judge-only`)."""
     from verifiers.math.extract import extract_answer, extract_gold
     from verifiers.math.judge import judge_one
 
-    groups = _groups(pairs)
     started = time.perf_counter()
-    for group in groups:  # our own parser on benchmark data, in this process: the judging cost alone
+    for group in _groups(pairs):
         gold = extract_gold(group[0][1])
         for response, _ in group:
             found = extract_answer(response)
             if found.candidates:
                 judge_one({"candidates": found.candidates, "gold": group[0][1], "gold_candidates": gold.candidates})
-    judge_s = time.perf_counter() - started
+    return time.perf_counter() - started
+
+
+def profile_layers(pairs: list[Pair], workers: int) -> dict[str, float]:
+    """Seconds for the same pairs through each layer of Assay's path, but HTTP."""
+    from sandboxes.factory import create_sandbox
+    from verifiers import registry
+    from verifiers.base import TaskInvalid, VerifyContext
+
+    groups = _groups(pairs)
+    judge_s = judge_in_process(pairs)
     verifier = registry.get("math")
     box = create_sandbox("process", workers=workers)
     try:
@@ -300,14 +307,38 @@ def _report(name: str, pairs: list[Pair], mv: tuple[float, list[Scored]], assay:
             print(f"    {line}")
 
 
+def judge_only(sets: dict[str, list[Pair]], rounds: int = 5) -> None:
+    """CPU seconds (best of `rounds`, our caches cleared each round) to judge each set in this
+    process: on a loaded machine CPU time is steadier than wall time, so two checkouts can be
+    compared one after the other."""
+    from verifiers.math import judge, normalise
+
+    judge.sandbox_warm_up()
+    for name, pairs in sets.items():
+        best = float("inf")
+        for _ in range(rounds):
+            normalise.normalise.cache_clear()
+            judge._parse_gold.cache_clear()
+            started = time.process_time()
+            judge_in_process(pairs)
+            best = min(best, time.process_time() - started)
+        print(f"{name}: judge in process {best:.3f} CPU s (best of {rounds}) for {len(pairs)} pairs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2, help="Assay sandbox workers = Math-Verify processes")
     parser.add_argument("--concurrency", type=int, default=4, help="HTTP requests in flight")
     parser.add_argument("--profile", action="store_true", help="also time the layers of Assay's path")
+    parser.add_argument("--judge-only", action="store_true",
+                        help="only time extraction + judging in this process (no server, no Math-Verify), "
+                             "to compare checkouts at the same load")
     args = parser.parse_args()
     sets = {"generated GRPO groups": make_pairs(args.pairs), "Math-Verify suite": suite_pairs()}
+    if args.judge_only:
+        judge_only(sets)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         server = LiveServer(Path(tmp), env={"ASSAY_SANDBOX_WORKERS": str(args.workers)})
         try:

@@ -211,8 +211,9 @@ def test_named_values_can_be_turned_off(math_verifier, sandbox):
 
 
 def test_units_can_be_required(math_verifier, sandbox):
-    assert _verify(math_verifier, sandbox, r"12\text{ cm}", r"\boxed{12 m}")[1].verdict is Verdict.correct
-    strict = _verify(math_verifier, sandbox, r"12\text{ cm}", r"\boxed{12 m}", require_units=True)[1]
+    # Words that are not physical units are stripped by default (physical ones compare as quantities).
+    assert _verify(math_verifier, sandbox, r"12\text{ apples}", r"\boxed{12 pears}")[1].verdict is Verdict.correct
+    strict = _verify(math_verifier, sandbox, r"12\text{ apples}", r"\boxed{12 pears}", require_units=True)[1]
     assert strict.verdict is Verdict.incorrect
     same = _verify(math_verifier, sandbox, r"12\text{ cm}", r"\boxed{12\text{ cm}}", require_units=True)[1]
     assert same.verdict is Verdict.correct

@@ -106,6 +106,8 @@ class TaskBase(BaseModel):
 
     # Fields listed here are hidden: never returned by read endpoints, logged as hashes.
     hidden_fields: ClassVar[frozenset[str]] = frozenset()
+    # Optional fields added after tasks were registered: hashed only when set, so older tasks keep their hash.
+    hashed_when_set: ClassVar[frozenset[str]] = frozenset()
 
     # Numbers that feed the reward: finite and in range (NaN fails both bounds).
     failure_value: float = Field(0.0, ge=-1.0, le=1.0, description="The reward when a hard component fails.")
@@ -143,8 +145,9 @@ class TaskBase(BaseModel):
         return frozenset(out)
 
     def hash_material(self) -> dict[str, Any]:
-        """What `task_hash` covers: the task as JSON, inspection options left out at their defaults."""
-        data = self.model_dump(mode="json")
+        """What `task_hash` covers: the task as JSON, inspection options left out at their defaults,
+        and fields a task model added later (`hashed_when_set`) left out while unset (None)."""
+        data = self.model_dump(mode="json", exclude={n for n in self.hashed_when_set if getattr(self, n) is None})
         for name, default in INSPECTION_DEFAULTS.items():
             if name in data and data[name] == default and name not in type(self).own_fields():
                 del data[name]

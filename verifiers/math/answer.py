@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from verifiers.math.normalise import ParseFailure, TooLarge, normalise, strip_units
-from verifiers.math.parse import parse_expression
+from verifiers.math.parse import MAX_EXPANSION, expansion_size, parse_expression
+from verifiers.math.times import seconds
 from verifiers.math.words import number_from_words
 
 __all__ = ["ParseFailure", "Parsed", "TooLarge", "parse_answer"]
@@ -19,14 +20,17 @@ _EMPTY_WORDS = re.compile(
     r"\\emptyset|(?:there\s+(?:is|are)\s+)?no\s+(?:real\s+)?(?:solutions?|roots?|such\s+\w+|values?)|none|"
     r"does\s*n[o']t\s+exist|dne|empty\s+set", re.IGNORECASE)
 _ALL_REALS = re.compile(r"\\Reals|all\s+real(?:\s+numbers)?|\(\s*-\s*\\infty\s*,\s*\+?\s*\\infty\s*\)", re.IGNORECASE)
+_YES_NO = ("yes", "no", "true", "false")
 _RELATION_OPS = ("<=", ">=", "!=", "<", ">")
 _LIST_SEPARATORS = (";", ",", " or ", " and ", "\\text{or}", "\\text{and}")
+_FUNCTION_OF = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])*\s*\)")
 _LABEL_PREFIX = re.compile(r"^\s*(?:\\?[A-Za-z]+(?:_\{?[\w,]+\}?)?|\([A-Za-z, ]+\))\s*\\in\s*")
 
 
 @dataclass
 class Parsed:
-    """kind: expr | tuple | matrix | interval | union | set | region | equation | ratio | multi | text."""
+    """kind: expr | tuple | matrix | interval | union | set | region | equation | ratio | multi | text | time |
+    choice."""
 
     kind: str
     value: object = None
@@ -34,6 +38,8 @@ class Parsed:
     left_open: bool = False
     right_open: bool = False
     decimals: int | None = None  # decimal places when written as a decimal
+    relative: float | None = None  # half a unit in the last written place, relative (0: a written zero)
+    figures: int | None = None  # significant figures written
     percent: bool = False
     unit: str = ""
     label: str = ""  # the name a value was given ("x" in "x = 3")
@@ -45,6 +51,13 @@ class Parsed:
             return f"{sp.sstr(self.value, order='none')[:300]} = 0"
         if self.kind == "text":
             return str(self.value)
+        if self.kind == "choice":
+            return f"({self.value})" + (f" {self.items[0].describe()}" if self.items else "")
+        if self.kind == "time":
+            whole = int(self.value)  # type: ignore[call-overload]
+            secs = self.value - whole // 60 * 60  # type: ignore[operator]
+            return f"{whole // 3600:02d}:{whole // 60 % 60:02d}:" + (f"{int(secs):02d}" if secs == int(secs) else
+                                                                      f"{float(secs):06.3f}")
         if self.kind == "interval":
             lo, hi = self.items
             return f"{'(' if self.left_open else '['}{lo.describe()}, {hi.describe()}{')' if self.right_open else ']'}"
@@ -61,6 +74,9 @@ class Parsed:
 
 
 def parse_answer(text: str, named_values: bool = True) -> Parsed:
+    clock = seconds(text)
+    if clock is not None:
+        return Parsed("time", value=clock)
     normalised = normalise(text)
     parsed = _structure(normalised.text, named_values)
     if normalised.percent:
@@ -107,10 +123,15 @@ def _structure(s: str, named_values: bool) -> Parsed:
     s = s.strip()
     if not s:
         raise ParseFailure("empty answer")
+    if s.lower() in _YES_NO:  # "No" is a word, not N times o
+        return Parsed("text", value=s.lower())
     if _EMPTY_WORDS.fullmatch(s):
         return Parsed("set", items=[])
     if _ALL_REALS.fullmatch(s):
         return Parsed("region", value=sp.S.Reals)
+    choice = _choice(s, named_values) if s[0] == "(" or "A" <= s[0] <= "H" else None
+    if choice is not None:
+        return choice
     s = _LABEL_PREFIX.sub("", s, count=1) or s
     union = _split_top(s, ("\\cup",))
     if len(union) > 1:
@@ -139,6 +160,9 @@ def _structure(s: str, named_values: bool) -> Parsed:
     bracketed = _bracketed(s, named_values)
     if bracketed is not None:
         return bracketed
+    clock = seconds(s)
+    if clock is not None:  # "03:12" in a list: a time, never a ratio
+        return Parsed("time", value=clock)
     ratio = _split_top(s, (":",))
     if len(ratio) > 1 and all(ratio):
         return Parsed("ratio", items=[_expr(p) for p in ratio])
@@ -156,6 +180,24 @@ def _structure(s: str, named_values: bool) -> Parsed:
         if re.fullmatch(r"[A-Za-z][A-Za-z \-']*", s):
             return Parsed("text", value=" ".join(s.lower().split()))
         raise
+
+
+def _choice(s: str, named_values: bool) -> Parsed | None:
+    from verifiers.math.choices import choice_parts
+
+    parts = choice_parts(s)
+    if parts is None:
+        return None
+    letter, rest = parts
+    if not rest:
+        return Parsed("choice", value=letter)
+    try:
+        value = _structure(rest, named_values)
+    except TooLarge:
+        raise
+    except ParseFailure:
+        return Parsed("choice", value=letter)
+    return Parsed("choice", value=letter, items=[] if value.kind == "text" else [value])
 
 
 def _list(parts: list[str], named_values: bool) -> Parsed:
@@ -200,14 +242,15 @@ def _bracketed(s: str, named_values: bool) -> Parsed | None:
                       left_open=s[0] == "(", right_open=s[-1] == ")")
     if s[0] == "(" and s[-1] == ")":
         return Parsed("tuple", items=[_structure(p, named_values) for p in inner])
+    if s[0] == "[" and s[-1] == "]":  # "[2, 3, 5, 7]": a list written as in Python
+        return _list(inner, named_values)
     return None
 
 
 def _expr(s: str) -> Parsed:
-    value, decimals = parse_expression(s)
-    if isinstance(value, sp.MatrixBase):
-        return Parsed("matrix", value=value, decimals=decimals)
-    return Parsed("expr", value=value, decimals=decimals)
+    value, decimals, relative, figures = parse_expression(s)
+    kind = "matrix" if isinstance(value, sp.MatrixBase) else "expr"
+    return Parsed(kind, value=value, decimals=decimals, relative=relative, figures=figures)
 
 
 def _additive(s: str) -> bool:
@@ -239,9 +282,12 @@ def _relation(s: str, named_values: bool) -> Parsed | None:
     lhs, rhs = _expr(left), _expr(right)
     if lhs.kind != "expr" or rhs.kind != "expr":
         raise ParseFailure("an equation between structures")
+    if expansion_size(lhs.value - rhs.value) > MAX_EXPANSION:
+        raise TooLarge("equation too large to expand safely")
     equation = Parsed("equation", value=sp.expand(lhs.value - rhs.value), decimals=lhs.decimals or rhs.decimals)
-    if named_values and isinstance(lhs.value, sp.Symbol) and lhs.value not in rhs.value.free_symbols:
-        # "y = 2x + 1" defines y: it may also stand for its right side.
+    defined = isinstance(lhs.value, sp.Symbol) and lhs.value not in rhs.value.free_symbols
+    if named_values and (defined or _FUNCTION_OF.fullmatch(left.strip())):
+        # "y = 2x + 1" defines y, "f(x) = x^2" defines f: it may also stand for its right side.
         equation.items = [rhs]
     return equation
 

@@ -16,6 +16,7 @@ import sympy as sp
 
 from verifiers.math.answer import Parsed, ParseFailure, parse_answer
 from verifiers.math.compare import equivalent
+from verifiers.math.parse import MAX_EXPANSION, expansion_size
 
 MAX_CHAINS = 20
 
@@ -35,6 +36,8 @@ def _is_false(left: Parsed, right: Parsed) -> bool | None:
     a, b = left.value, right.value
     assert isinstance(a, sp.Expr) and isinstance(b, sp.Expr)
     if a.free_symbols or b.free_symbols:
+        if expansion_size(a - b) > MAX_EXPANSION:
+            return None
         difference = sp.expand(a - b)
         if difference.free_symbols or not difference.is_number:
             return None

@@ -3,13 +3,16 @@ side was written as a decimal. Runs inside the sandbox (sympy can be slow)."""
 
 from __future__ import annotations
 
+import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
 from verifiers.math.answer import Parsed
-from verifiers.math.parse import based_numeral_value
+from verifiers.math.choices import choice_equal
+from verifiers.math.parse import MAX_EXPANSION, based_numeral_value, expansion_size
+from verifiers.math.units import factor
 
 # Exact comparison is numeric at 60 digits with a relative threshold, so 1/2^99 and
 # 1/2^98 stay different while identities simplify would be slow to prove are found.
@@ -25,10 +28,21 @@ class Policy:
     # or "either" (28% matches 28 or 0.28).
     percent: str = "either"
     require_units: bool = False
+    # The significant figures a task asks for (form "scientific"): values compare at that precision.
+    figures: int | None = None
 
 
 def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple[bool, str]:
     """Return (equal, how)."""
+    if answer.unit and gold.unit and answer.unit != gold.unit:
+        scale = factor(answer.unit, gold.unit)
+        if scale is False:
+            return False, "unit_dimension_differs"
+        if scale is not None and answer.kind == "expr":
+            # Both sides carry physical units: compare the quantities, in the gold's unit.
+            converted = replace(answer, value=answer.value * scale, unit=gold.unit)
+            equal, how = equivalent(converted, gold, policy)
+            return equal, f"quantity_{how}"
     if policy.require_units and answer.unit != gold.unit:
         return False, "unit_differs"
     if answer.kind == "multi" and len(answer.items) == 1:
@@ -37,7 +51,13 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
         gold = gold.items[0]
     kinds = {answer.kind, gold.kind}
     if kinds == {"expr"}:
+        if policy.figures and not (answer.value.free_symbols or gold.value.free_symbols):
+            return _figures_equal(answer.value, gold.value, policy.figures)
         return _percent_equal(answer, gold, policy)
+    if "choice" in kinds:
+        return choice_equal(answer, gold, lambda a, b: equivalent(a, b, policy))
+    if "time" in kinds:
+        return _time_equal(answer, gold)
     if "text" in kinds:
         if answer.kind == gold.kind:
             return answer.value == gold.value, "text"
@@ -83,6 +103,17 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     return False, "kind_mismatch"
 
 
+def _time_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
+    """Two times; or a time (a duration in words) and a quantity of time (`185 minutes`)."""
+    if answer.kind == gold.kind:
+        return answer.value == gold.value, "time"
+    time, other = (answer, gold) if answer.kind == "time" else (gold, answer)
+    scale = factor(other.unit, "s") if other.kind == "expr" and other.unit else None
+    if not scale:
+        return False, "kind_mismatch"
+    return bool(sp.simplify(other.value * scale - time.value) == 0), "time_quantity"
+
+
 def _labelled(p: Parsed) -> bool:
     labels = [item.label for item in p.items]
     return all(labels) and len(set(labels)) == len(labels)
@@ -101,22 +132,31 @@ def _unordered(a: list[Parsed], b: list[Parsed], how: str, policy: Policy) -> tu
     a, b = distinct(a, policy), distinct(b, policy)
     if len(a) != len(b):
         return False, f"{how}_size_differs"
-    remaining = list(b)
-    for x in a:
-        for i, y in enumerate(remaining):
-            if equivalent(x, y, policy)[0]:
-                del remaining[i]
-                break
-        else:
-            return False, f"{how}_element_missing"
-    return True, f"{how}_unordered"
+    # A perfect matching (augmenting paths), not a greedy one: `1.04` may match a gold `1.0`
+    # too, and must leave it to the answer's own `1.0`.
+    fits = [[j for j, y in enumerate(b) if equivalent(x, y, policy)[0]] for x in a]
+    owner: dict[int, int] = {}
+
+    def place(i: int, seen: set[int]) -> bool:
+        for j in fits[i]:
+            if j not in seen:
+                seen.add(j)
+                if j not in owner or place(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    if all(place(i, set()) for i in range(len(a))):
+        return True, f"{how}_unordered"
+    return False, f"{how}_element_missing"
 
 
 def distinct(items: list[Parsed], policy: Policy = Policy()) -> list[Parsed]:
-    """Items with repeats (equal values) removed, first occurrence kept."""
+    """Items with repeats removed, first occurrence kept. A repeat is equal both ways round, so
+    a value written coarsely (`1.0`) never swallows a finer one (`1.04`) in a list."""
     kept: list[Parsed] = []
     for item in items:
-        if not any(equivalent(item, seen, policy)[0] for seen in kept):
+        if not any(equivalent(item, seen, policy)[0] and equivalent(seen, item, policy)[0] for seen in kept):
             kept.append(item)
     return kept
 
@@ -126,8 +166,7 @@ def _percent_equal(answer: Parsed, gold: Parsed, policy: Policy) -> tuple[bool, 
         return _expr_equal(answer, gold)
     readings = {"fraction": (False,), "either": (True, False)}[policy.percent]
     for literal in readings:
-        scaled = [Parsed("expr", value=p.value if literal or not p.percent else p.value / 100,
-                         decimals=None if not literal and p.percent else p.decimals) for p in (answer, gold)]
+        scaled = [p if literal or not p.percent else Parsed("expr", value=p.value / 100) for p in (answer, gold)]
         equal, how = _expr_equal(*scaled)
         if equal:
             return True, f"percent_{'literal' if literal else 'fraction'}_{how}"
@@ -146,7 +185,7 @@ def _expr_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
         return _symbolic_equal(a, b)
     if answer.decimals is None and gold.decimals is None:
         return _exact_equal(a, b)
-    return _tolerant_equal(a, b, answer.decimals, gold.decimals)
+    return _tolerant_equal(a, b, answer, gold)
 
 
 def _based_against_decimal(answer: Parsed, gold: Parsed) -> bool | None:
@@ -181,29 +220,52 @@ def _exact_equal(a: sp.Expr, b: sp.Expr) -> tuple[bool, str]:
     return False, "exact"
 
 
-def _tolerant_equal(a: sp.Expr, b: sp.Expr, answer_places: int | None, gold_places: int | None) -> tuple[bool, str]:
+def _figures_equal(a: sp.Expr, b: sp.Expr, figures: int) -> tuple[bool, str]:
+    """Equal to the gold at `figures` significant figures: within half a unit of the gold's last
+    asked figure (the gold `0.00176107…` at 3 figures takes `1.76e-3`)."""
+    try:
+        na, nb = complex(sp.N(a, 30)), complex(sp.N(b, 30))
+    except (TypeError, ValueError):
+        return False, "not_numeric"
+    if nb == 0:
+        return na == 0, "figures_zero"
+    unit = 10.0 ** (math.floor(math.log10(abs(nb))) - figures + 1)
+    return abs(na - nb) <= 0.5 * unit * (1 + 1e-9), f"significant_figures_{figures}"
+
+
+def _window(side: Parsed, value: complex) -> float:
+    """Half a unit in the last place a decimal was written to, and never more than that
+    relative to its value: `3.2\\times10^{-19}` is known to 5e-21, not to 0.05; a written zero
+    (`0.0`) opens no window at all."""
+    places = 0.5 * 10.0 ** (-(side.decimals or 0))
+    if side.relative is None:
+        return places
+    return min(places, side.relative * abs(value))
+
+
+def _tolerant_equal(a: sp.Expr, b: sp.Expr, answer: Parsed, gold: Parsed) -> tuple[bool, str]:
     try:
         na, nb = complex(sp.N(a, 30)), complex(sp.N(b, 30))
     except (TypeError, ValueError):
         return False, "not_numeric"
     diff = abs(na - nb)
-    scale = max(abs(nb), 1e-300)
-    if gold_places is not None:
+    noise = 1e-12 * max(abs(na), abs(nb))
+    if gold.decimals is not None:
         # The gold's author chose its precision: the answer must round to it.
-        if diff <= 0.5 * 10.0 ** (-gold_places) + 1e-9 * scale:
-            return True, f"decimal_tolerance_{gold_places}_places"
+        if diff <= _window(gold, nb) + noise:
+            return True, f"decimal_tolerance_{gold.decimals}_places"
         return False, "decimal_tolerance"
-    if diff <= ANSWER_DECIMAL_REL * scale:
+    if diff <= ANSWER_DECIMAL_REL * abs(nb):
         return True, "decimal_relative"
-    if answer_places is not None and answer_places >= 3 and diff <= 0.5 * 10.0 ** (-answer_places):
-        return True, f"answer_rounded_{answer_places}_places"
+    if (answer.decimals or 0) >= 3 and (answer.figures or 0) >= 3 and diff <= _window(answer, na) + noise:
+        return True, f"answer_rounded_{answer.decimals}_places"
     return False, "decimal_tolerance"
 
 
 def _symbolic_equal(a: sp.Basic, b: sp.Basic) -> tuple[bool, str]:
     if not (isinstance(a, sp.Expr) and isinstance(b, sp.Expr)):
         return False, "symbolic"
-    if sp.expand(a - b) == 0:
+    if expansion_size(a - b) <= MAX_EXPANSION and sp.expand(a - b) == 0:
         return True, "symbolic_expand"
     symbols = sorted(a.free_symbols | b.free_symbols, key=lambda s: s.name)
     # Deterministic random points: an identity holds at all of them, a difference rarely does.
@@ -277,7 +339,7 @@ def _as_set(p: Parsed) -> sp.Set | None:
         return sp.Interval(lo.value, hi.value, left_open=p.left_open or p.kind == "tuple",
                            right_open=p.right_open or p.kind == "tuple")
     if p.kind == "set":
-        if any(i.kind != "expr" or i.decimals is not None for i in p.items):
+        if any(i.kind != "expr" or i.decimals is not None or i.value.free_symbols for i in p.items):
             return None
         return sp.FiniteSet(*[i.value for i in p.items])
     if p.kind == "union":
@@ -285,7 +347,7 @@ def _as_set(p: Parsed) -> sp.Set | None:
         if any(part is None for part in parts):
             return None
         return sp.Union(*parts)
-    if p.kind == "expr" and p.decimals is None:
+    if p.kind == "expr" and p.decimals is None and not p.value.free_symbols:
         return sp.FiniteSet(p.value)
     return None
 
@@ -318,6 +380,8 @@ def _sets_equal(answer: Parsed, gold: Parsed, policy: Policy) -> tuple[bool, str
             return True, "same_set"
         if difference.is_empty is False:
             return False, "sets_differ"
+    if len(pieces_a) == len(pieces_b) == 1 and pieces_a[0] is answer and pieces_b[0] is gold:
+        return False, "kind_mismatch"  # nothing to split: comparing the pieces would recurse
     return _same_pieces(pieces_a, pieces_b, policy)
 
 

@@ -1,8 +1,11 @@
 """Find the final answer(s) in a response or a worked gold solution. Pure string work: no
 parsing, no eval, linear-time regular expressions only.
 
-Priority (the first rule that finds something wins):
+Text inside `<think>...</think>` (and everything before a lone `</think>`, when the prompt
+opened the thought) never counts. Then, priority (the first rule that finds something wins):
 
+0. the whole content of the last `<answer>...</answer>` tag (a box or an answer phrase inside
+   it still picks the answer out of it);
 1. every `\\boxed{...}` / `\\fbox{...}` (all of them: several boxes are several candidates);
 2. Minerva's sentence "Final Answer: The final answer is X. I hope it is correct.";
 3. an answer phrase or line: "final answer", "the answer is", "answer:", Markdown emphasis
@@ -29,16 +32,30 @@ _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _MINERVA_START = "final answer is"
 _MINERVA_END = "i hope it is correct"
 # Markdown emphasis may wrap the phrase or its colon: "**Answer:** 6", "**Final Answer**: $6$", "*Answer*: 6".
+# Chinese exams: 故选：B, 答案为 3, 答案是, 应选 C, 所以选 D.
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s+answer|the\s+answer|answer)[*_]*\s*(?:is|:|=)?\s*[:=]?[*_]*\s*(.+)", re.IGNORECASE)
+    r"(?:final\s+answer|the\s+answer|answer|答案\s*(?:应|应该)?\s*(?:为|是)?|(?:故|应|所以|因此)\s*选(?:择)?)"
+    r"[*_]*\s*(?:is|:|=)?\s*[:=]?[*_]*\s*(.+)", re.IGNORECASE)
 _EMPHASIS_EDGES = "*_ "
+_CHOICE_FIRST = re.compile(r"\(?[A-H]\)\s|\(?[A-H][.:]\s")
 _GSM8K = re.compile(r"####\s*([^\n]+)")
-_CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or)[\s,;.]*)?", re.IGNORECASE)
+_CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or|或|和|且)[\s,;.]*)?", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:[,.]\d+)*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
 _PROSE = re.compile(r"[A-Za-z]{3,}")
 _SHORT_ANSWER_CHARS = 120
 # Text a gold or response may join boxes with ("\boxed{1} and \boxed{2}").
 _BOX_JOIN_CHARS = 40
+# An explicit retraction of an answer already given (not "let me double-check", not "on reflection").
+_RETRACTION = re.compile(
+    r"\b(?:(?:is|was|that's|thats|it's|this\s+is|seems|looks)\s+(?:wrong|incorrect|not\s+(?:right|correct))"
+    r"|(?:made|make)\s+(?:a|an)\s+(?:mistake|error)|(?:a|my|an)\s+(?:mistake|error)\b|mistaken"
+    r"|correction|correcting|scratch\s+that|I\s+was\s+wrong|let\s+me\s+(?:correct|fix|redo)\b)"
+    r"|错了|不对|有误|更正", re.IGNORECASE)
+_THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
+_THINK = re.compile(r"<think\s*>.*?(?:</think\s*>|$)", re.IGNORECASE | re.DOTALL)
+_ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer\s*>", re.IGNORECASE)
+_LONE_TAG = re.compile(r"</?answer\s*>", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,11 @@ def _closing_braces(text: str) -> dict[int, int]:
 
 
 def boxes(text: str) -> list[str]:
+    return [content for _, content in _box_spans(text)]
+
+
+def _box_spans(text: str) -> list[tuple[int, str]]:
+    """(start, content) of every box."""
     found = []
     closing: dict[int, int] | None = None
     for match in _BOX.finditer(text):
@@ -71,12 +93,24 @@ def boxes(text: str) -> list[str]:
         if end < len(text) and text[end] == "{":
             closing = _closing_braces(text) if closing is None else closing
             if end in closing:
-                found.append(text[end + 1:closing[end]].strip())
+                found.append((match.start(), text[end + 1:closing[end]].strip()))
         else:
             bare = re.match(r"[^\s$]+", text[end:])
             if bare:
-                found.append(bare.group(0))
-    return [b for b in found if b]
+                found.append((match.start(), bare.group(0)))
+    return [(start, b) for start, b in found if b]
+
+
+def _after_retraction(text: str, spans: list[tuple[int, str]]) -> list[str]:
+    """The boxes after the last explicit retraction that follows a box ("that is wrong", "I made
+    a mistake", "correction:"), when some box follows it; otherwise all boxes (two answers left
+    standing are a hedge)."""
+    retractions = [m.start() for m in _RETRACTION.finditer(text, spans[0][0])]
+    if retractions:
+        later = [content for start, content in spans if start > retractions[-1]]
+        if later:
+            return later
+    return [content for _, content in spans]
 
 
 @dataclass(frozen=True)
@@ -170,6 +204,8 @@ def _phrase_answer(tail: str) -> list[str]:
     boxed = boxes(sentence)
     if boxed:
         return boxed
+    if _CHOICE_FIRST.match(sentence):  # "C) 45 degrees", "(B) 7 apples": a choice with its value
+        return [sentence]
     maths = _last_math_group(sentence)
     if maths and sentence.rstrip(" .\"'\\").endswith(("$", ")")):
         return maths
@@ -192,12 +228,46 @@ def _minerva_sentence(text: str) -> tuple[int, str] | None:
     return start, text[start + len(_MINERVA_START):end].strip().rstrip(".").strip()
 
 
+def _outside_thought(text: str) -> str:
+    """The response without its thinking: after the last `</think>`, and no `<think>...</think>` block."""
+    closing = list(_THINK_END.finditer(text))
+    if closing and "<think" not in text[:closing[-1].start()].lower():
+        text = text[closing[-1].end():]  # the prompt opened the thought; the response only closes it
+    return _THINK.sub(" ", text)
+
+
+def _tagged(text: str) -> Extraction | None:
+    """The whole content of the last `<answer>...</answer>`; a box or answer phrase inside still picks it out."""
+    closing = list(_ANSWER_CLOSE.finditer(text))
+    opening = list(_ANSWER_OPEN.finditer(text, 0, closing[-1].start())) if closing else []
+    if not opening:
+        return None
+    content = text[opening[-1].end():closing[-1].start()].strip()
+    boxed = boxes(content)
+    if boxed:
+        return Extraction(boxed, "answer_tag")
+    phrases = list(_ANSWER_PHRASE.finditer(content))
+    found = _phrase_answer(content[phrases[-1].start(1):]) if phrases else None
+    if found:
+        return Extraction(found, "answer_tag")
+    content = re.sub(r"^\$+|\$+$", "", content).strip().rstrip(".").strip()
+    return Extraction([content] if content else [], "answer_tag")
+
+
 def extract_answer(response: str, last_number_fallback: bool = True) -> Extraction:
     text = unescape(response)
-    boxed = boxes(text)
+    if "think" in text.lower():
+        text = _outside_thought(text)
+    if "answer" in text.lower():
+        tagged = _tagged(text)
+        if tagged is not None:
+            return tagged
+        # A lone tag is not an answer phrase ("</answer>" must not read as "answer").
+        text = _LONE_TAG.sub(" ", text)
+    spans = _box_spans(text)
     minerva = _minerva_sentence(text)
-    if boxed and not (minerva and minerva[0] > text.rfind("\\boxed")):
-        return Extraction(boxed, "boxed")
+    if spans and not (minerva and minerva[0] > text.rfind("\\boxed")):
+        return Extraction(_after_retraction(text, spans) if len(spans) > 1 else [spans[0][1]], "boxed")
     if minerva:
         found = _phrase_answer(minerva[1])
         if found:

@@ -13,8 +13,10 @@ import functools
 from typing import Any
 
 from verifiers.math.answer import Parsed, ParseFailure, TooLarge, parse_answer
+from verifiers.math.choices import as_choice
 from verifiers.math.claims import check_claims
 from verifiers.math.compare import Policy, distinct, equivalent
+from verifiers.math.forms import form_problem
 from verifiers.math.normalise import normalise
 
 _CRASHES = (RecursionError, MemoryError, OverflowError, TypeError, ValueError, ZeroDivisionError, AttributeError)
@@ -26,6 +28,20 @@ def _parse_gold(candidates: tuple[str, ...], named_values: bool) -> tuple[Parsed
     items = distinct([leaf for text in candidates for leaf in parse_answer(text, named_values).flat()])
     gold = items[0] if len(items) == 1 else Parsed("multi", items=items)
     return gold, gold.describe()
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_choices(choices: tuple[tuple[str, str], ...], named_values: bool) -> dict[str, Parsed]:
+    return {letter: parse_answer(value, named_values) for letter, value in choices}
+
+
+def _as_choices(gold: Parsed, choices: dict[str, Parsed], policy: Policy) -> Parsed:
+    def equal(a: Parsed, b: Parsed) -> tuple[bool, str]:
+        return equivalent(a, b, policy)
+
+    if gold.kind == "multi":
+        return Parsed("multi", items=[as_choice(item, choices, equal) for item in gold.items])
+    return as_choice(gold, choices, equal)
 
 
 def _same_text(answer: str, gold: str) -> bool:
@@ -41,7 +57,10 @@ def _several(gold: Parsed) -> bool:
 
 
 def judge_one(item: dict[str, Any]) -> dict[str, Any]:
-    result = _judge(item)
+    try:
+        result = _judge(item)
+    except Exception as exc:  # noqa: BLE001 - any internal failure is a verdict on this answer, never a crash
+        return {"status": "unparsable", "message": f"internal failure {type(exc).__name__}: {str(exc)[:200]}"}
     if result.get("equal") and item.get("claims"):  # false_step: only a correct answer's working is checked
         result["claims"] = check_claims(item["claims"])
     return result
@@ -49,19 +68,31 @@ def judge_one(item: dict[str, Any]) -> dict[str, Any]:
 
 def _judge(item: dict[str, Any]) -> dict[str, Any]:
     named_values = bool(item.get("named_values", True))
-    policy = Policy(percent=item.get("percent", "either"), require_units=bool(item.get("require_units", False)))
+    figures = item.get("significant_figures") if item.get("form") == "scientific" else None
+    policy = Policy(percent=item.get("percent", "either"), require_units=bool(item.get("require_units", False)),
+                    figures=figures)
     gold_texts = tuple(item.get("gold_candidates") or [item["gold"]])
     candidates = item.get("candidates") or [item["answer"]]
-    if len(gold_texts) == 1 and all(_same_text(text, gold_texts[0]) for text in candidates):
+    try:
+        choices = _parse_choices(tuple(sorted((item.get("choices") or {}).items())), named_values)
+    except (ParseFailure, *_CRASHES) as exc:
+        return {"status": "choices_unparsable", "message": str(exc)[:300]}
+    if len(gold_texts) == 1 and not item.get("form") and all(_same_text(text, gold_texts[0]) for text in candidates):
         return {"status": "compared", "equal": True, "how": "identical", "answer_normalised": candidates[0][:300],
                 "gold_normalised": gold_texts[0][:300]}
     try:
         gold, gold_described = _parse_gold(gold_texts, named_values)
-    except (ParseFailure, *_CRASHES) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever breaks on the gold makes the task invalid
         return {"status": "gold_unparsable", "message": str(exc)[:300]}
+    if choices:
+        gold = _as_choices(gold, choices, policy)
+        gold_described = gold.describe()
     try:
         parsed = [parse_answer(text, named_values) for text in candidates]
-        values = distinct([leaf for p in parsed for leaf in p.flat()], policy)
+        leaves = [leaf for p in parsed for leaf in p.flat()]
+        if choices:
+            leaves = [as_choice(leaf, choices, lambda a, b: equivalent(a, b, policy)) for leaf in leaves]
+        values = distinct(leaves, policy)
     except TooLarge as exc:
         return {"status": "too_large", "message": str(exc)[:300]}
     except (ParseFailure, RecursionError, MemoryError, OverflowError) as exc:
@@ -80,6 +111,11 @@ def _judge(item: dict[str, Any]) -> dict[str, Any]:
     except _CRASHES as exc:
         return {"status": "compare_failed", "message": f"{type(exc).__name__}: {str(exc)[:200]}",
                 "answer_normalised": answer.describe(), "gold_normalised": gold_described}
+    form = item.get("form")
+    if equal and form:
+        problems = [p for p in (form_problem(text, form, item.get("significant_figures")) for text in candidates) if p]
+        if problems:
+            equal, how = False, f"form: {problems[0]}"
     return {
         "status": "compared",
         "equal": bool(equal),
@@ -94,6 +130,7 @@ _WARM_UP = [
     ("3\\pi", "\\pi \\cdot 3"), ("1.25", "1.250"), ("\\{1,2\\}", "\\{2,1\\}"), ("\\sin x", "\\cos x"),
     ("e^{i\\pi}", "-1"), ("\\log_2 8", "3"), ("10!", "3628800"), ("yes", "\\text{no}"), ("x \\le 3", "(-\\infty, 3]"),
     ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "(1,2)"), ("2x+4y=12", "x+2y=6"), ("3:4", "6:8"), ("50\\%", "0.5"),
+    ("150 cm", "1.5 m"),
 ]
 
 

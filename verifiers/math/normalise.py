@@ -38,8 +38,13 @@ _DOUBLED = re.compile(r"(?<!\\)\\\\(?=(?:boxed|fbox|frac|dfrac|tfrac|left|right|
                       r"neq|lt|gt|in|infty|pi|cdot|times|pm|cup|begin|end|quad|qquad)(?![a-zA-Z]))")
 
 
+# Full-width forms (（1，2）, ２, ：) are their ASCII letters; CJK punctuation reads as ASCII punctuation.
+_FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: " ", 0x3001: ", ", 0x3002: ". ",
+                                                              0x3010: "[", 0x3011: "]"}
+
+
 def unescape(text: str) -> str:
-    return _DOUBLED.sub(r"\\", text)
+    return _DOUBLED.sub(r"\\", text.translate(_FULL_WIDTH))
 
 
 _TEXT_CMDS = re.compile(
@@ -65,12 +70,19 @@ _RELATIONS = [
     (r"\\neq|\\ne(?![a-zA-Z])|≠|=/=", "!="), (r"\\lt(?![a-zA-Z])", "<"), (r"\\gt(?![a-zA-Z])", ">"),
 ]
 _UNICODE = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "π": "\\pi", "∞": "\\infty", "√": "\\sqrt",
-            "∪": "\\cup", "∩": "\\cap", "∈": "\\in", "∅": "\\emptyset", "²": "^2", "³": "^3", "±": "\\pm"}
+            "∪": "\\cup", "∩": "\\cap", "∈": "\\in", "∅": "\\emptyset", "²": "^2", "³": "^3", "±": "\\pm",
+            "或者": " or ", "或": " or ", "且": " and ", "和": " and "}
+
+
+_CJK_UNIT = re.compile(r"(.*[\d}])\s*([\u3400-\u9fff]+)\s*", re.DOTALL)
 
 
 def strip_units(s: str) -> tuple[str, str]:
     """Trailing unit words after a value ("12 cm", "15 cm^2", "3 apples", "5 m/s")."""
     unit: list[str] = []
+    cjk = _CJK_UNIT.fullmatch(s)
+    if cjk:  # "12个", "3.5 米": a CJK word after a value is its unit
+        s, unit = cjk.group(1), [cjk.group(2)]
     while True:
         m = re.search(r"(?<![\\A-Za-z])([A-Za-z]+(?:\s*/\s*[A-Za-z]+)?)(?:\s*\^\s*\{?[23]\}?)?\s*$", s)
         if not m:
@@ -106,6 +118,24 @@ def _thousands(s: str) -> str:
     m = re.fullmatch(r"(-?)(\d+),(\d+)", whole)
     if m and (m.group(2) == "0" or len(m.group(3)) not in (3,) and (len(m.group(2)) > 1 or len(m.group(3)) > 1)):
         return f"{m.group(1)}{m.group(2)}.{m.group(3)}"
+    return s
+
+
+# A phrase that qualifies an answer ("for all x", "where s is the side", "for x > 0") and a
+# trailing condition on a variable after a comma ("\ln x, x > 0") are not part of the value.
+_QUALIFIER = re.compile(r"(?<=\S)\s*,?\s*[(\[]?\s*(?:\\forall\b|\b(?:for|where|when|whenever|provided|such\s+that|"
+                        r"valid|defined)\b)(?:\s|\\).*", re.IGNORECASE | re.DOTALL)
+_CONDITION = re.compile(r"(.+?),\s*([A-Za-z](?:_\{?\w+\}?)?\s*(?:<=|>=|!=|<|>|\\in\b)[^,]+)", re.DOTALL)
+_RELATION_MARK = re.compile(r"<|>|!=|\\in\b")
+
+
+def _without_qualifier(s: str) -> str:
+    qualifier = _QUALIFIER.search(s)
+    if qualifier and re.search(r"[\d=\\^]", s[:qualifier.start()]):
+        s = s[:qualifier.start()].rstrip(" ,;")
+    condition = _CONDITION.fullmatch(s.strip())
+    if condition and not _RELATION_MARK.search(condition.group(1)):
+        s = condition.group(1)
     return s
 
 
@@ -147,6 +177,7 @@ def _normalise(text: str) -> Normalised:
     s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", r"\\Reals", s)
     for pattern, repl in _RELATIONS:
         s = re.sub(pattern, repl, s)
+    s = _without_qualifier(s)
     # The value before an approximation counts ("1/3 \approx 0.33"), unless it is only a name ("x \approx 11").
     exact, *approx = re.split(r"\\approx|≈|\\sim(?![a-zA-Z])", s, maxsplit=1)
     s = exact if not approx or re.search(r"\d", exact) else approx[0]

@@ -9,7 +9,9 @@ Structures (sets, intervals, relations, lists) are recognised in `answer.py`.
 
 from __future__ import annotations
 
+import math
 import re
+from typing import NamedTuple
 
 import sympy as sp
 
@@ -19,6 +21,12 @@ MAX_RESULT_BITS = 1 << 16
 MAX_FACTORIAL = 2000
 MAX_DEPTH = 60
 MAX_MATRIX_CELLS = 400
+# Powers of unknowns: largest exponent, and for a sum, the largest exponent and expanded terms.
+MAX_SYMBOLIC_EXPONENT = 1000
+MAX_EXPANDED_EXPONENT = 200
+MAX_EXPANDED_TERMS = 500
+# Terms an expansion may make when comparing (see expansion_size).
+MAX_EXPANSION = 20_000
 
 __all__ = ["ParseFailure", "TooLarge", "based_numeral_value", "parse_expression"]
 
@@ -95,7 +103,45 @@ def _guarded_pow(base: sp.Basic, exp: sp.Expr) -> sp.Basic:
             bits = float(exponent) * abs(float(sp.log(magnitude, 2))) if magnitude != sp.oo else float("inf")
             if bits > MAX_RESULT_BITS:
                 raise TooLarge("power too large to evaluate safely")
-    return sp.Pow(base, exp)
+    return _guarded_symbolic(sp.Pow(base, exp))
+
+
+def _guarded_symbolic(power: sp.Basic) -> sp.Basic:
+    """A power of an unknown that comparing would have to expand or evaluate at huge size
+    (`(1+x)^{1000000}`, `((x+1)^{50})^{50}`, `\\sin(x^{100000})`) is refused at once, not left
+    to the time limit."""
+    if not isinstance(power, sp.Pow) or not power.base.free_symbols or not power.exp.is_number:
+        return power
+    try:
+        exponent = abs(float(power.exp))
+    except (TypeError, ValueError):
+        return power
+    if exponent > MAX_SYMBOLIC_EXPONENT:
+        raise TooLarge("power of an unknown too large to compare safely")
+    terms = len(power.base.args) if isinstance(power.base, sp.Add) else 1
+    if terms > 1 and (exponent > MAX_EXPANDED_EXPONENT
+                      or math.comb(int(exponent) + terms - 1, terms - 1) > MAX_EXPANDED_TERMS):
+        raise TooLarge("power of a sum too large to expand safely")
+    return power
+
+
+def expansion_size(expr: sp.Basic) -> int:
+    """An upper estimate of the terms `sp.expand(expr)` makes, without expanding: products of
+    allowed powers (`(x+y+z)^{30}(a+b+c)^{30}`) would still take seconds; those are compared
+    by sampling instead."""
+    if isinstance(expr, sp.Add):
+        return sum(expansion_size(arg) for arg in expr.args)
+    if isinstance(expr, sp.Mul):
+        size = 1
+        for arg in expr.args:
+            size *= expansion_size(arg)
+            if size > MAX_EXPANSION:
+                return size
+        return size
+    if isinstance(expr, sp.Pow) and isinstance(expr.base, sp.Add) and expr.exp.is_Integer and expr.exp > 0:
+        terms = expansion_size(expr.base)
+        return math.comb(int(expr.exp) + terms - 1, terms - 1) if terms <= MAX_EXPANSION else terms
+    return 1
 
 
 def _guarded_factorial(value: sp.Expr) -> sp.Expr:
@@ -109,6 +155,10 @@ class _Parser:
         self.tokens = tokens
         self.pos = 0
         self.decimals: int | None = None
+        # The tightest decimal literal: its half-unit in the last place relative to its value
+        # (0 for a written zero: no window around zero), and its significant figures.
+        self.relative: float | None = None
+        self.figures: int | None = None
         self.depth = 0
 
     def peek(self, offset: int = 0) -> tuple[str, str] | None:
@@ -218,6 +268,8 @@ class _Parser:
         mantissa, _, exponent = text.lower().partition("e")
         places = len(mantissa.split(".", 1)[1]) if "." in mantissa else None
         value = sp.Rational(mantissa.rstrip(".") or "0")
+        if places is not None or exponent:
+            self._precision(mantissa, places or 0, value)
         if exponent:
             shift = int(exponent)
             if abs(shift) > 400:
@@ -228,6 +280,14 @@ class _Parser:
         if places is not None:
             self.decimals = places if self.decimals is None else max(self.decimals, places)
         return value
+
+    def _precision(self, mantissa: str, places: int, value: sp.Rational) -> None:
+        figures = len(mantissa.replace(".", "").lstrip("0"))
+        # More figures than a float holds: as good as exact (and no float overflow).
+        relative = 0.0 if value == 0 or figures > 300 else 0.5 * 10.0 ** (-places) / abs(float(value))
+        if self.relative is None or relative < self.relative:
+            self.relative = relative
+        self.figures = figures if self.figures is None else min(self.figures, figures)
 
     def _based_or_mixed(self, value: sp.Expr, text: str) -> sp.Expr:
         """`204_5` (a numeral in base 5) and `3\\frac14` (a mixed number, never a product)."""
@@ -385,7 +445,14 @@ def _guarded_binomial(n: sp.Expr, k: sp.Expr) -> sp.Expr:
     return sp.binomial(n, k)
 
 
-def parse_expression(text: str) -> tuple[sp.Basic, int | None]:
+class Written(NamedTuple):
+    value: sp.Basic
+    decimals: int | None  # decimal places, when written with a decimal point or exponent
+    relative: float | None  # see _Parser.relative
+    figures: int | None
+
+
+def parse_expression(text: str) -> Written:
     tokens = tokenize(text)
     if not tokens:
         raise ParseFailure("empty answer")
@@ -393,4 +460,4 @@ def parse_expression(text: str) -> tuple[sp.Basic, int | None]:
     value = parser.expr()
     if not parser.at_end():
         raise ParseFailure(f"unexpected {parser.peek()[1]!r} after the expression")
-    return value, parser.decimals
+    return Written(value, parser.decimals, parser.relative, parser.figures)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
 from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
@@ -52,8 +53,41 @@ class MathTask(TaskBase):
         "several different final answers are a hedge: verdict invalid_format, flag multiple_answers.")
     require_units: bool = Field(False, description="Compare the unit words after a value; by default units are "
                                 "stripped.")
+    choices: dict[str, str] | None = Field(
+        None, description="Multiple choice: letter -> value (e.g. {\"A\": \"8\", \"C\": \"12\"}). Then a letter "
+        "and its value match each other; without it a letter matches a letter and a value a value.")
+    form: Literal["lowest_terms", "prime_factorization", "scientific", "integer"] | None = Field(
+        None, description="A form the answer must be written in, besides having the gold's value: a fraction in "
+        "lowest terms, a prime factorization, scientific notation, an integer. Default: any form of an equal value.")
+    significant_figures: int | None = Field(
+        None, ge=1, le=30, description="With form 'scientific': the significant figures the mantissa must have.")
     timeout_s: float = Field(5.0, gt=0, le=30, description="Time budget to parse and compare one answer.")
     memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=256, le=4096)
+
+
+    hashed_when_set: ClassVar[frozenset[str]] = frozenset({"choices", "form", "significant_figures"})
+
+    @model_validator(mode="after")
+    def _figures_with_scientific(self) -> MathTask:
+        if self.significant_figures is not None and self.form != "scientific":
+            raise ValueError("significant_figures goes with form 'scientific'")
+        return self
+
+    @field_validator("choices")
+    @classmethod
+    def _choice_letters(cls, choices: dict[str, str] | None) -> dict[str, str] | None:
+        if choices is None:
+            return None
+        if not 1 <= len(choices) <= 26:
+            raise ValueError("give between 1 and 26 choices")
+        out = {}
+        for letter, value in choices.items():
+            if not re.fullmatch(r"[A-Za-z]", letter.strip()):
+                raise ValueError(f"a choice is named by one letter, not {letter[:20]!r}")
+            if not value.strip() or len(value) > 500:
+                raise ValueError(f"choice {letter!r} needs a value of 1 to 500 characters")
+            out[letter.strip().upper()] = value
+        return out
 
 
 def _limits(task: MathTask, answers: int) -> Limits:
@@ -72,7 +106,7 @@ def _limits(task: MathTask, answers: int) -> Limits:
 @register
 class MathVerifier(Verifier):
     name = "math"
-    version = "2.0.0"
+    version = "2.1.0"
     description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
     task_model = MathTask
     feedback = staticmethod(math_feedback)  # type: ignore[assignment]
@@ -162,6 +196,8 @@ class MathVerifier(Verifier):
         status = result.get("status")
         if status == "gold_unparsable":
             raise TaskInvalid(f"task.answer: the gold answer cannot be parsed ({result.get('message')})")
+        if status == "choices_unparsable":
+            raise TaskInvalid(f"task.choices: a choice's value cannot be parsed ({result.get('message')})")
         evidence = {**evidence, **{k: result[k] for k in ("answer_normalised", "gold_normalised", "how")
                                    if k in result}}
         if status == "compared":
@@ -191,7 +227,8 @@ def _extraction_evidence(extraction: Extraction, gold: Extraction) -> dict[str, 
 def _request(task: MathTask, gold: Extraction, extraction: Extraction) -> dict[str, Any]:
     return {"candidates": extraction.candidates, "gold": task.answer, "gold_candidates": gold.candidates,
             "percent": task.percent, "named_values": task.named_values,
-            "several_answers": task.several_answers, "require_units": task.require_units}
+            "several_answers": task.several_answers, "require_units": task.require_units, "choices": task.choices,
+            "form": task.form, "significant_figures": task.significant_figures}
 
 
 def _timed_out(task: MathTask, evidence: dict[str, Any], exc: RequestTimeout) -> Outcome:
