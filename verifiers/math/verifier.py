@@ -8,7 +8,8 @@ from pydantic import Field
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
 from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.base import Outcome, Probe, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.math import certify
 from verifiers.math.detectors import claims_of, host_flags, with_false_steps
 from verifiers.math.extract import Extraction, extract_answer, extract_gold
 from verifiers.registry import register
@@ -71,6 +72,15 @@ class MathVerifier(Verifier):
     version = "2.0.0"
     description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
     task_model = MathTask
+
+    def reference(self, task: TaskBase, supplied: str | None) -> str | None:
+        return supplied or certify.reference(task)
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        return certify.probes(task)
+
+    def time_budget_s(self, task: TaskBase) -> float | None:
+        return task.timeout_s  # type: ignore[attr-defined]
     judges_groups = True
 
     def warm(self, ctx: VerifyContext) -> None:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sandboxes.base import SandboxError
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.base import Outcome, Probe, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.registry import register
+from verifiers.sql import certify
 from verifiers.sql.compare import Comparison, Row, Tolerance, compare_results, multiset_difference, show_value
 from verifiers.sql.detectors import sql_flags
 from verifiers.sql.execution import Backend, Execution, Statement, StatementResult, TableDiff
@@ -96,6 +97,15 @@ class SqlVerifier(Verifier):
         "explicit rows or row predicates; SQLite runs sandboxed, Postgres under a read-only role."
     )
     task_model = SqlTask
+
+    def reference(self, task: TaskBase, supplied: str | None) -> str | None:
+        return certify.reference(task, supplied)
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        return certify.probes(task)
+
+    def time_budget_s(self, task: TaskBase) -> float | None:
+        return task.timeout_s * len(task.instances)  # type: ignore[attr-defined]
     judges_groups = True
 
     def __init__(self) -> None:

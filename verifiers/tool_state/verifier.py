@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandboxes.base import CallEnded, CallResult, SandboxError
-from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, hard, sha256_json
+from verifiers.base import Outcome, Probe, TaskBase, Verdict, Verifier, VerifyContext, hard, sha256_json
 from verifiers.registry import register
+from verifiers.tool_state import certify
 from verifiers.tool_state.detectors import tool_state_flags
 from verifiers.tool_state.runner import (
     CALL_LIMITS,
@@ -66,6 +67,12 @@ class ToolStateVerifier(Verifier):
         "final state, permissions on every call, and the values stated in the final message."
     )
     task_model = ToolStateTask
+
+    def reference(self, task: TaskBase, supplied: str | None) -> str | None:
+        return certify.reference(task, supplied)
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        return certify.probes(task, reference)
     judges_groups = True
 
     def __init__(self, sessions: bool = True) -> None:
