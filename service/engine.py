@@ -3,13 +3,14 @@ advantages, and write one audit record per verification before answering."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import re
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -139,6 +140,9 @@ class Engine:
             row, blob = found
             if row.verifier != verifier.name:
                 raise RequestInvalid(f"verifier: task {ref.task_id!r} belongs to verifier {row.verifier!r}")
+            if self.settings.require_certified_tasks and not self.store.is_certified(row.task_hash):
+                raise TaskInvalid(f"task: registered task {ref.task_id!r} is not certified (POST /v1/tasks/certify); "
+                                  "this service verifies certified tasks only", field="task_id")
             task = verifier.parse_task(blob.task)
             return Resolved(verifier, task, ref.task_id, row.task_hash, blob.task)
         assert ref.task is not None
@@ -176,6 +180,15 @@ class Engine:
         with self._inflight_lock:
             self._inflight -= n
             self.metrics.set("assay_inflight_responses", self._inflight)
+
+    @contextlib.contextmanager
+    def admitted(self, n: int) -> Iterator[None]:
+        """Hold `n` responses' worth of the in-flight budget (Saturated when it is spent)."""
+        self._admit(n)
+        try:
+            yield
+        finally:
+            self._release(n)
 
     def _check_responses(self, responses: list[Generation], where: str) -> None:
         limit = self.settings.max_response_chars

@@ -171,6 +171,8 @@ class TaskRegistration(_Strict):
     task_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/-]+$")
     verifier: str = Field(json_schema_extra=_known_verifiers)
     task: dict[str, Any]
+    certify: bool = Field(False, description="Certify the task now (see POST /v1/tasks/certify).")
+    reference: str | None = Field(None, max_length=1_000_000, description="The reference for certification.")
 
 
 class RegisteredTask(BaseModel):
@@ -179,6 +181,8 @@ class RegisteredTask(BaseModel):
     task_hash: str
     created: bool
     task: dict[str, Any] = Field(description="The public view: hidden fields replaced by their hashes.")
+    certificate: dict[str, Any] | None = Field(
+        None, description="The newest certificate (POST /v1/tasks/certify): status, reasons, reference runs, probes.")
 
 
 class RecordOut(BaseModel):
@@ -236,6 +240,8 @@ class VerifierInfo(BaseModel):
     description: str
     task_schema: dict[str, Any]
     hidden_fields: list[str]
+    last_diff: dict[str, Any] | None = Field(
+        None, description="The newest release-gate report's summary (POST /v1/verifiers/{name}/diff), if any.")
 
 
 class ReplayOut(BaseModel):

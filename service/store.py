@@ -398,6 +398,10 @@ class AuditStore:
                 found.update((row.task_hash, row) for row in s.scalars(stmt))
         return found
 
+    def is_certified(self, task_hash: str) -> bool:
+        row = self.latest_certificates([task_hash]).get(task_hash)
+        return row is not None and row.status == "certified"
+
     def add_verifier_diff(self, row: VerifierDiffRow) -> None:
         with self.db() as s, s.begin():
             s.add(row)
