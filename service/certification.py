@@ -26,7 +26,7 @@ from service.certification_schemas import (
     ProbeResult,
     ReferenceRun,
 )
-from service.engine import Engine, Resolved, TaskNotFound, gather_or_abort
+from service.engine import Engine, Resolved, TaskNotFound, gather_or_abort, task_error_at
 from service.store import AuditStore, CertificateRow, VerifierDiffRow
 from verifiers.base import Probe, TaskInvalid, Verdict
 from verifiers.inspection import Generation, apply_policies
@@ -63,7 +63,7 @@ class Certifier:
             try:
                 out.append(self.engine.resolve(item))
             except TaskInvalid as exc:
-                raise TaskInvalid(f"tasks[{i}].{exc}", field=f"tasks[{i}].{exc.field}") from None
+                raise task_error_at(exc, f"tasks[{i}]") from None
             except TaskNotFound as exc:
                 raise TaskNotFound(f"tasks[{i}].task_id: {exc}") from None
         return out
@@ -89,15 +89,21 @@ class Certifier:
         try:
             excused = await self._excused(resolved, reference, probes)
             live = [p for p in probes if p.name not in excused]
-            responses = ([reference] * runs if reference is not None else []) + [p.response for p in live]
-            judged = await self._judge(resolved, responses)
+            # The first run shares a call with the probes (and pays any warm-up); each further run is a
+            # call of its own, timed alone: those say how long the reference takes and whether it is stable.
+            first = [reference] if reference is not None else []
+            judged = await self._judge(resolved, first + [p.response for p in live])
+            if reference is not None:
+                reference_runs = judged[:1]
+                for _ in range(runs - 1):
+                    reference_runs += await self._judge(resolved, [reference])
+                judged = judged[1:]
         except TaskInvalid as exc:
             shown = self.engine.caller_facing(resolved, exc)
             return self._row(resolved, ["task_invalid: " + str(shown)], [], [], caller)
         if reference is None:
             reasons.append(f"no_reference: the {verifier.name} family needs a `reference` for this task")
         else:
-            reference_runs, judged = judged[:runs], judged[runs:]
             reasons += reference_problems(reference_runs, verifier.time_budget_s(task))
         for probe, result in zip(live, judged, strict=True):
             probe_results.append(ProbeResult(name=probe.name, verdict=result.verdict, reward=result.reward))
@@ -160,7 +166,8 @@ def reference_problems(runs: list[Judgement], budget_s: float | None) -> list[st
     elif verdicts != {Verdict.correct}:
         reasons.append("reference_failed: the reference did not earn the reward ("
                        + ", ".join(sorted(v.value for v in verdicts)) + ")")
-    slowest = max((r.duration_ms for r in runs), default=0.0) / 1000
+    timed = runs[1:] or runs  # the first run may include a worker's warm-up
+    slowest = max((r.duration_ms for r in timed), default=0.0) / 1000
     if budget_s is not None and slowest > TIME_SHARE * budget_s:
         reasons.append(f"slow_reference: the reference took {slowest:.2f} s of the {budget_s:g} s the task allows "
                        f"(at most {TIME_SHARE:.0%})")

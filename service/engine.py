@@ -91,6 +91,12 @@ async def gather_or_abort(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
     return results
 
 
+def task_error_at(exc: TaskInvalid, where: str) -> TaskInvalid:
+    """The same problem placed in a request: every "task.x: ..." part of its message, and its
+    field, get `where` (e.g. `groups[2]`) in front."""
+    return TaskInvalid(_TASK_PARTS.sub(rf"\1{where}.\2", str(exc)), field=f"{where}.{exc.field}")
+
+
 @dataclass
 class Resolved:
     verifier: Verifier
@@ -369,9 +375,7 @@ class Engine:
             try:
                 resolved.append(self.resolve(group))
             except TaskInvalid as exc:
-                # Every "task.x: ..." part of the message gets the group's place in front.
-                message = _TASK_PARTS.sub(rf"\1groups[{gi}].\2", str(exc))
-                raise TaskInvalid(message, field=f"groups[{gi}].{exc.field}") from None
+                raise task_error_at(exc, f"groups[{gi}]") from None
             except (UnknownVerifier, RequestInvalid) as exc:
                 where = "" if str(exc).startswith("verifier:") else "verifier: "
                 raise type(exc)(f"groups[{gi}].{where}{exc}") from None
