@@ -107,6 +107,15 @@ def test_code_tests_that_pass_satisfies_or_that_flake_are_quarantined(client: ht
     assert missing["reasons"] == ["no_reference: the code family needs a `reference` for this task"]
 
 
+def test_a_reference_that_needs_most_of_the_time_limit_is_quarantined(client: httpx.Client) -> None:
+    slow = "```python\nimport time\n\ndef add(a, b):\n    time.sleep(1.6)\n    return a + b\n```"
+    (cert,) = certify(client, [{"verifier": "code", "reference": slow, "task": {
+        "entry_point": "add", "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "time_limit_s": 2}}])
+    assert cert["status"] == "quarantined"
+    assert [r["verdict"] for r in cert["reference_runs"]] == ["correct", "correct"]
+    assert cert["reasons"][0].startswith("slow_reference: the reference took"), cert["reasons"]
+
+
 def test_io_task_with_visible_examples_only_hardcoded_is_certified(client: httpx.Client) -> None:
     (cert,) = certify(client, [{"verifier": "code", "task": {
         "io_cases": [{"stdin": "3 4\n", "stdout": "7\n"}, {"stdin": "10 -2\n", "stdout": "8\n"}],
