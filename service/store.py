@@ -398,6 +398,22 @@ class AuditStore:
                 found.update((row.task_hash, row) for row in s.scalars(stmt))
         return found
 
+    def certificates(self, task_hash: str, limit: int = 50) -> list[CertificateRow]:
+        """A task's certificates, newest first."""
+        with self.db() as s:
+            return list(s.scalars(select(CertificateRow).where(CertificateRow.task_hash == task_hash)
+                                  .order_by(CertificateRow.seq.desc()).limit(limit)))
+
+    def task_view(self, task_hash: str) -> tuple[str | None, str, dict[str, Any]] | None:
+        """(registered id or None, verifier, public view) of a task, from its newest record."""
+        with self.db() as s:
+            row = s.execute(select(RecordRow.task_id, RecordRow.verifier, RecordRow.task_public)
+                            .where(RecordRow.task_hash == task_hash).order_by(RecordRow.seq.desc()).limit(1)).first()
+            if row is not None:
+                return row.task_id, row.verifier, row.task_public
+            registered = s.scalar(select(RegisteredTaskRow).where(RegisteredTaskRow.task_hash == task_hash).limit(1))
+        return (registered.task_id, registered.verifier, {}) if registered is not None else None
+
     def is_certified(self, task_hash: str) -> bool:
         row = self.latest_certificates([task_hash]).get(task_hash)
         return row is not None and row.status == "certified"

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import REPO, LiveServer
+from tests.ui_support import sign_in
 from verifiers.tool_state.examples import transfer_task
 
 ADD_TESTS = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n"
@@ -279,5 +280,23 @@ def test_verifier_diff_finds_no_flip_when_nothing_changed_and_flips_on_a_flaky_t
         assert listed["code"]["last_diff"]["id"] == latest["id"]
         assert listed["math"]["last_diff"] is None
         reward_key = fresh_server.create_key("reward")
+        steady_record = c.get("/v1/records", params={"verdict": "correct", "limit": 1}).json()["records"][0]
+        certify(c, [{"verifier": "code", "task": {"entry_point": "add", "tests": ADD_TESTS},
+                     "reference": ADD_REFERENCE}])
     with fresh_server.client(reward_key) as trainer:
         assert trainer.post("/v1/verifiers/code/diff", json={"sample": 5}).status_code == 403
+    # The viewer: the verifiers' gate, the report with links to its records, the task's certificates.
+    auditor = sign_in(fresh_server, fresh_server.create_key("audit"))
+    try:
+        listing = auditor.get("/ui/verifiers")
+        assert listing.status_code == 200 and "/ui/verifiers/code/diff" in listing.text
+        report_page = auditor.get("/ui/verifiers/code/diff")
+        assert report_page.status_code == 200
+        assert f"/ui/records/{latest['reward_flip_examples'][0]}" in report_page.text
+        assert auditor.get("/ui/verifiers/math/diff").status_code == 404
+        record_page = auditor.get(f"/ui/records/{steady_record['id']}")
+        assert 'class="cert c-certified"' in record_page.text
+        task_page = auditor.get(f"/ui/tasks/{steady_record['task_hash']}")
+        assert task_page.status_code == 200 and "certified" in task_page.text and "always_equal" in task_page.text
+    finally:
+        auditor.close()
