@@ -156,7 +156,8 @@ class Certifier:
             status="quarantined" if reasons else "certified", reasons=reasons,
             reference_runs=[{"verdict": r.verdict.value, "reward": r.reward, "duration_ms": round(r.duration_ms, 3)}
                             for r in reference_runs],
-            probes=[p.model_dump(mode="json") for p in probes], caller_key_id=caller.key_id)
+            probes=[p.model_dump(mode="json") for p in probes], caller_key_id=caller.key_id,
+            counts=resolved.task_id is None or "admin" in caller.scopes)
 
 
 def reference_problems(runs: list[Judgement], budget_s: float | None) -> list[str]:
@@ -184,7 +185,7 @@ def certificate_out(row: CertificateRow) -> CertificateOut:
         id=row.id, created_at=row.created_at, task_id=row.task_id, task_hash=row.task_hash, verifier=row.verifier,
         verifier_version=row.verifier_version, status=row.status, reasons=list(row.reasons),  # type: ignore[arg-type]
         reference_runs=[ReferenceRun(**r) for r in row.reference_runs],
-        probes=[ProbeResult(**p) for p in row.probes])
+        probes=[ProbeResult(**p) for p in row.probes], counts=row.counts)
 
 
 def latest_certificate(store: AuditStore, task_hash: str) -> dict[str, Any] | None:

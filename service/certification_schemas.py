@@ -53,6 +53,8 @@ class CertificateOut(BaseModel):
     reasons: list[str] = Field(description="Why the task is quarantined (empty when certified).")
     reference_runs: list[ReferenceRun]
     probes: list[ProbeResult]
+    counts: bool = Field(description="Whether it decides the task's standing: always for an inline task; for a "
+                                     "registered task only when an admin key certified it.")
 
 
 class CertifyResponse(BaseModel):

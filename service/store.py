@@ -228,6 +228,9 @@ class CertificateRow(Base):
     reference_runs: Mapped[list] = mapped_column(JSON)
     probes: Mapped[list] = mapped_column(JSON)
     caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    # Whether it decides the task's standing: always for an inline task; for a registered one only
+    # when an admin key (or the CLI) certified it, so a `reward` key cannot quarantine a shared task.
+    counts: Mapped[bool] = mapped_column(Boolean)
 
 
 class VerifierDiffRow(Base):
@@ -387,13 +390,14 @@ class AuditStore:
             s.add(row)
 
     def latest_certificates(self, task_hashes: list[str]) -> dict[str, CertificateRow]:
-        """The newest certificate of each task hash that has one."""
+        """The newest certificate that counts (see `CertificateRow.counts`) of each task hash that has one."""
         found: dict[str, CertificateRow] = {}
         with self.db() as s:
             for start in range(0, len(task_hashes), 500):
                 chunk = task_hashes[start:start + 500]
                 newest = (select(CertificateRow.task_hash, func.max(CertificateRow.seq).label("seq"))
-                          .where(CertificateRow.task_hash.in_(chunk)).group_by(CertificateRow.task_hash).subquery())
+                          .where(CertificateRow.task_hash.in_(chunk), CertificateRow.counts)
+                          .group_by(CertificateRow.task_hash).subquery())
                 stmt = select(CertificateRow).join(newest, CertificateRow.seq == newest.c.seq)
                 found.update((row.task_hash, row) for row in s.scalars(stmt))
         return found

@@ -220,6 +220,13 @@ def test_service_refuses_uncertified_registered_tasks_when_told(tmp_path: Path) 
             assert accepted.status_code == 200 and accepted.json()["groups"][0]["rewards"] == [1.0]
             stats = c.get("/v1/tasks/stats").json()["tasks"]
             assert {s["task_id"]: s["certificate"] for s in stats}["t/good"] == "certified"
+            # A `reward` key's certificate of a shared task is kept but does not count: it cannot quarantine it.
+            wrong = "```python\ndef add(a, b):\n    return a * b\n```"
+            with server.client(server.create_key("reward")) as trainer:
+                mine = certify(trainer, [{"verifier": "code", "task_id": "t/good", "reference": wrong}])
+            assert mine[0]["status"] == "quarantined" and mine[0]["counts"] is False
+            assert c.get("/v1/tasks/t/good").json()["certificate"]["status"] == "certified"
+            assert c.post("/v1/groups", json=body).status_code == 200
     finally:
         server.stop()
 

@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("reference_runs", sa.JSON, nullable=False),
         sa.Column("probes", sa.JSON, nullable=False),
         sa.Column("caller_key_id", sa.String(64)),
+        sa.Column("counts", sa.Boolean, nullable=False),
     )
     op.create_index("ix_certificates_task_hash_seq", "certificates", ["task_hash", "seq"])
     op.create_table(
