@@ -8,6 +8,7 @@ import secrets
 import sys
 from typing import Any
 
+from service.cli_certify import add_commands as add_certification_commands
 from service.config import Settings, build_sandbox
 
 
@@ -445,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("a")
     cmp_.add_argument("b")
     cmp_.set_defaults(func=cmd_eval)
+    add_certification_commands(sub)
     return parser
 
 

@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     # Loudly named on purpose: without namespaces untrusted code runs with the service's rights.
     unsafe_no_isolation: bool = False
     task_pack: Path | None = None
+    # Refuse groups on registered tasks whose newest certificate is not `certified` (422 naming the task).
+    require_certified_tasks: bool = False
     retention: Literal["full", "hash_only"] = "full"
     max_body_bytes: int = 8 * 1024 * 1024
     max_response_chars: int = 100_000

@@ -38,6 +38,8 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     "key_revocations": APPEND_ONLY,  # issue 22: revocation is an event, never an UPDATE
     "idempotency": APPEND_ONLY,
     "audit_heads": APPEND_ONLY,  # issue 21: signed chain heads
+    "certificates": APPEND_ONLY,  # issue 25: a newer certificate supersedes
+    "verifier_diffs": APPEND_ONLY,
     # issue 26: alarm settings of a run, changed in place (they decide alarms, never a reward).
     "run_thresholds": frozenset({"SELECT", "INSERT", "UPDATE"}),
     "run_alarms": APPEND_ONLY,

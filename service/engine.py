@@ -3,13 +3,14 @@ advantages, and write one audit record per verification before answering."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import re
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -95,6 +96,12 @@ async def gather_or_abort(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
     return results
 
 
+def task_error_at(exc: TaskInvalid, where: str) -> TaskInvalid:
+    """The same problem placed in a request: every "task.x: ..." part of its message, and its
+    field, get `where` (e.g. `groups[2]`) in front."""
+    return TaskInvalid(_TASK_PARTS.sub(rf"\1{where}.\2", str(exc)), field=f"{where}.{exc.field}")
+
+
 @dataclass
 class Resolved:
     verifier: Verifier
@@ -143,7 +150,9 @@ class Engine:
 
     # ------------------------------------------------------------------- tasks
 
-    def resolve(self, ref: TaskRef) -> Resolved:
+    def resolve(self, ref: TaskRef, *, certified_only: bool = True) -> Resolved:
+        """The verifier and parsed task of a reference. `certified_only`: with the setting
+        `require_certified_tasks`, a registered task must hold a `certified` certificate."""
         verifier = registry.get(ref.verifier)
         if ref.task_id is not None:
             found = self.store.registered_task(ref.task_id)
@@ -152,6 +161,9 @@ class Engine:
             row, blob = found
             if row.verifier != verifier.name:
                 raise RequestInvalid(f"verifier: task {ref.task_id!r} belongs to verifier {row.verifier!r}")
+            if certified_only and self.settings.require_certified_tasks and not self.store.is_certified(row.task_hash):
+                raise TaskInvalid(f"task: registered task {ref.task_id!r} is not certified (POST /v1/tasks/certify); "
+                                  "this service verifies certified tasks only", field="task_id")
             task = verifier.parse_task(blob.task)
             return Resolved(verifier, task, ref.task_id, row.task_hash, blob.task, self.fingerprints.public_view(task))
         assert ref.task is not None
@@ -202,6 +214,15 @@ class Engine:
         with self._inflight_lock:
             self._inflight -= n
             self.metrics.set("assay_inflight_responses", self._inflight)
+
+    @contextlib.contextmanager
+    def admitted(self, n: int) -> Iterator[None]:
+        """Hold `n` responses' worth of the in-flight budget (Saturated when it is spent)."""
+        self._admit(n)
+        try:
+            yield
+        finally:
+            self._release(n)
 
     def _check_responses(self, responses: list[Generation], where: str) -> None:
         limit = self.settings.max_response_chars
@@ -405,9 +426,7 @@ class Engine:
             try:
                 resolved.append(self.resolve(group))
             except TaskInvalid as exc:
-                # Every "task.x: ..." part of the message gets the group's place in front.
-                message = _TASK_PARTS.sub(rf"\1groups[{gi}].\2", str(exc))
-                raise TaskInvalid(message, field=f"groups[{gi}].{exc.field}") from None
+                raise task_error_at(exc, f"groups[{gi}]") from None
             except (UnknownVerifier, RequestInvalid) as exc:
                 where = "" if str(exc).startswith("verifier:") else "verifier: "
                 raise type(exc)(f"groups[{gi}].{where}{exc}") from None

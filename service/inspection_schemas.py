@@ -170,6 +170,8 @@ class TaskStats(BaseModel):
     zero_variance_share: float | None = Field(description="Share of its groups whose raw correctness was all equal.")
     mean_tokens: float | None
     band: Band
+    certificate: Literal["certified", "quarantined"] | None = Field(
+        None, description="The task's newest certificate status (POST /v1/tasks/certify); None when never certified.")
 
 
 class TaskStatsOut(BaseModel):

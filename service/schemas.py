@@ -193,6 +193,8 @@ class TaskRegistration(_Strict):
     task: dict[str, Any]
     hide: list[str] = Field(default_factory=list, max_length=64,
                             description='Further task fields to hide, beyond the verifier\'s own (e.g. ["answer"]).')
+    certify: bool = Field(False, description="Certify the task now (see POST /v1/tasks/certify).")
+    reference: str | None = Field(None, max_length=1_000_000, description="The reference for certification.")
 
 
 class RegisteredTask(BaseModel):
@@ -201,6 +203,8 @@ class RegisteredTask(BaseModel):
     task_hash: str
     created: bool
     task: dict[str, Any] = Field(description="The public view: hidden fields replaced by keyed fingerprints.")
+    certificate: dict[str, Any] | None = Field(
+        None, description="The newest certificate (POST /v1/tasks/certify): status, reasons, reference runs, probes.")
 
 
 class RecordOut(BaseModel):
@@ -262,6 +266,8 @@ class VerifierInfo(BaseModel):
     description: str
     task_schema: dict[str, Any]
     hidden_fields: list[str]
+    last_diff: dict[str, Any] | None = Field(
+        None, description="The newest release-gate report's summary (POST /v1/verifiers/{name}/diff), if any.")
 
 
 class ReplayOut(BaseModel):

@@ -291,6 +291,43 @@ class UiSessionRow(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class CertificateRow(Base):
+    """A task's certification (service/certification.py). Append-only: the newest per task hash counts."""
+
+    __tablename__ = "certificates"
+    __table_args__ = (Index("ix_certificates_task_hash_seq", "task_hash", "seq"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    task_hash: Mapped[str] = mapped_column(String(64))
+    task_id: Mapped[str | None] = mapped_column(String(200))
+    verifier: Mapped[str] = mapped_column(String(64))
+    verifier_version: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))  # certified | quarantined
+    reasons: Mapped[list] = mapped_column(JSON)
+    # [{"run", "verdict", "reward", "duration_ms"}] and [{"name", "verdict", "reward", "excused"}]
+    reference_runs: Mapped[list] = mapped_column(JSON)
+    probes: Mapped[list] = mapped_column(JSON)
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    # Whether it decides the task's standing: always for an inline task; for a registered one only
+    # when an admin key (or the CLI) certified it, so a `reward` key cannot quarantine a shared task.
+    counts: Mapped[bool] = mapped_column(Boolean)
+
+
+class VerifierDiffRow(Base):
+    """A release-gate report (service/verifier_diff.py): logged verdicts against the code as it is now."""
+
+    __tablename__ = "verifier_diffs"
+    __table_args__ = (Index("ix_verifier_diffs_verifier_seq", "verifier", "seq"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    verifier: Mapped[str] = mapped_column(String(64))
+    verifier_version: Mapped[str] = mapped_column(String(32))
+    report: Mapped[dict] = mapped_column(JSON)
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+
+
 class TaskConflict(Exception):
     """A task id is already registered with different content."""
 
@@ -451,6 +488,67 @@ class AuditStore:
     def registered_tasks(self, limit: int = 100) -> list[RegisteredTaskRow]:
         with self.db() as s:
             return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
+
+    # ------------------------------------------------------------- certificates
+
+    def add_certificate(self, row: CertificateRow) -> None:
+        with self.db() as s, s.begin():
+            s.add(row)
+
+    def latest_certificates(self, task_hashes: list[str]) -> dict[str, CertificateRow]:
+        """The newest certificate that counts (see `CertificateRow.counts`) of each task hash that has one."""
+        found: dict[str, CertificateRow] = {}
+        with self.db() as s:
+            for start in range(0, len(task_hashes), 500):
+                chunk = task_hashes[start:start + 500]
+                newest = (select(CertificateRow.task_hash, func.max(CertificateRow.seq).label("seq"))
+                          .where(CertificateRow.task_hash.in_(chunk), CertificateRow.counts)
+                          .group_by(CertificateRow.task_hash).subquery())
+                stmt = select(CertificateRow).join(newest, CertificateRow.seq == newest.c.seq)
+                found.update((row.task_hash, row) for row in s.scalars(stmt))
+        return found
+
+    def certificates(self, task_hash: str, limit: int = 50) -> list[CertificateRow]:
+        """A task's certificates, newest first."""
+        with self.db() as s:
+            return list(s.scalars(select(CertificateRow).where(CertificateRow.task_hash == task_hash)
+                                  .order_by(CertificateRow.seq.desc()).limit(limit)))
+
+    def task_view(self, task_hash: str) -> tuple[str | None, str, dict[str, Any]] | None:
+        """(registered id or None, verifier, public view) of a task, from its newest record."""
+        with self.db() as s:
+            row = s.execute(select(RecordRow.task_id, RecordRow.verifier, RecordRow.task_public)
+                            .where(RecordRow.task_hash == task_hash).order_by(RecordRow.seq.desc()).limit(1)).first()
+            if row is not None:
+                return row.task_id, row.verifier, row.task_public
+            registered = s.scalar(select(RegisteredTaskRow).where(RegisteredTaskRow.task_hash == task_hash).limit(1))
+        return (registered.task_id, registered.verifier, {}) if registered is not None else None
+
+    def is_certified(self, task_hash: str) -> bool:
+        row = self.latest_certificates([task_hash]).get(task_hash)
+        return row is not None and row.status == "certified"
+
+    def add_verifier_diff(self, row: VerifierDiffRow) -> None:
+        with self.db() as s, s.begin():
+            s.add(row)
+
+    def latest_verifier_diff(self, verifier: str) -> VerifierDiffRow | None:
+        with self.db() as s:
+            return s.scalar(select(VerifierDiffRow).where(VerifierDiffRow.verifier == verifier)
+                            .order_by(VerifierDiffRow.seq.desc()).limit(1))
+
+    def sample_for_replay(self, verifier: str, per_verdict: int, since: datetime | None = None) -> list[RecordRow]:
+        """Up to `per_verdict` records of each verdict (the newest), responses retained, errors left out."""
+        out: list[RecordRow] = []
+        with self.db() as s:
+            verdicts = s.scalars(select(RecordRow.verdict).where(RecordRow.verifier == verifier).distinct())
+            for verdict in sorted(v for v in verdicts if v != "error"):
+                stmt = select(RecordRow).where(RecordRow.verifier == verifier, RecordRow.verdict == verdict,
+                                               RecordRow.response.is_not(None))
+                if since is not None:
+                    stmt = stmt.where(RecordRow.created_at >= since)
+                out += s.scalars(stmt.order_by(RecordRow.seq.desc()).limit(per_verdict))
+        return out
 
     # ---------------------------------------------------------------- ui sessions
 

@@ -280,6 +280,19 @@ def clip(text: str | bytes | None, limit: int = EVIDENCE_TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit] + f"...[{len(text) - limit} more chars]"
 
 
+@dataclass(frozen=True)
+class Probe:
+    """An answer that must earn nothing (task certification): a task that rewards one is broken.
+
+    `excused_if_reference_passes`: a task under which the reference is judged first; when the
+    reference is correct there, the probe states the gold itself (a constant probe `0` for a
+    gold `0`) and is skipped."""
+
+    name: str
+    response: str
+    excused_if_reference_passes: dict[str, Any] | None = None
+
+
 @dataclass
 class VerifyContext:
     sandbox: Sandbox
@@ -329,6 +342,19 @@ class Verifier(abc.ABC):
         """Judge a group of responses to one task. Override to share sandbox set-up, and
         set `judges_groups = True` so that the engine calls it."""
         return [self.verify(task, response, ctx) for response in responses]
+
+    # Task certification (service/certification.py). A family overrides these three.
+    def reference(self, task: TaskBase, supplied: str | None) -> str | None:
+        """The response that must earn the full reward; by default the one the caller supplied."""
+        return supplied
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        """Answers that must earn nothing (`reference`: what `reference()` gave)."""
+        return []
+
+    def time_budget_s(self, task: TaskBase) -> float | None:
+        """The time the task allows one response, when the family knows it."""
+        return None
 
     def warm(self, ctx: VerifyContext) -> None:  # noqa: B027
         """Start whatever sandbox pools this verifier uses (optional)."""

@@ -24,6 +24,19 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent
 _PG_LOCK_KEY = 0x61737361795F6462
 
 
+def append_only_statements(dialect: str, table: str) -> list[str]:
+    """Triggers that refuse UPDATE, DELETE (and TRUNCATE) on an audit table, as records have (0001, 0002)."""
+    if dialect == "sqlite":
+        return [f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op_.lower()} BEFORE {op_} ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, 'audit {table} are append-only'); END" for op_ in ("UPDATE", "DELETE")]
+    if dialect == "postgresql":
+        return [f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+                "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
+                f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION assay_records_append_only()"]
+    return []
+
+
 class SchemaOutOfDate(RuntimeError):
     """The database's schema revision is not the one this code needs."""
 

@@ -8,6 +8,8 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request
 
 from service.auth import Caller, require_scope
+from service.certification import Certifier, diff_summary, latest_certificate
+from service.certification_schemas import CertifyItem, CertifyRequest
 from service.inspection_schemas import TaskStatsOut
 from service.schemas import ErrorOut, RegisteredTask, TaskRegistration, VerifierInfo
 from service.task_stats import task_stats
@@ -19,17 +21,26 @@ router = APIRouter(prefix="/v1", tags=["tasks"])
 
 
 @router.get("/verifiers", response_model=list[VerifierInfo])
-async def verifiers(_: Caller = Depends(require_scope("reward"))) -> list[VerifierInfo]:
-    """The verifiers this service runs, with their task schemas."""
-    return [VerifierInfo(**registry.get(name).describe()) for name in registry.names()]
+def verifiers(request: Request, _: Caller = Depends(require_scope("reward"))) -> list[VerifierInfo]:
+    """The verifiers this service runs, with their task schemas and their newest release-gate report."""
+    store = request.app.state.store
+    return [VerifierInfo(**registry.get(name).describe(), last_diff=diff_summary(store.latest_verifier_diff(name)))
+            for name in registry.names()]
 
 
 @router.post("/tasks", response_model=RegisteredTask, status_code=201,
              responses={409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
-def register_task(body: TaskRegistration, request: Request,
-                        _: Caller = Depends(require_scope("admin"))) -> RegisteredTask:
-    """Register a task under an id (idempotent for identical content; 409 for different content)."""
-    return request.app.state.engine.register_task(body)
+async def register_task(body: TaskRegistration, request: Request,
+                        caller: Caller = Depends(require_scope("admin"))) -> RegisteredTask:
+    """Register a task under an id (idempotent for identical content; 409 for different content);
+    with `certify: true`, certify it too (the answer carries the certificate)."""
+    engine = request.app.state.engine
+    registered = await anyio.to_thread.run_sync(engine.register_task, body)
+    if body.certify:
+        item = CertifyItem(verifier=body.verifier, task_id=body.task_id, reference=body.reference)
+        done = await Certifier(engine).certify(CertifyRequest(tasks=[item]), caller)
+        registered.certificate = done.certificates[0].model_dump(mode="json")
+    return registered
 
 
 # Declared before /tasks/{task_id:path}, which would otherwise take "stats" as an id.
@@ -43,10 +54,16 @@ async def stats(request: Request, task_id: str | None = None, task_hash: str | N
     found = await anyio.to_thread.run_sync(lambda: task_stats(
         request.app.state.store, task_id=task_id, task_hash=task_hash, verifier=verifier, since=since,
         until=until, limit=limit))
+    certificates = await anyio.to_thread.run_sync(
+        request.app.state.store.latest_certificates, sorted({t.task_hash for t in found}))
+    for stat in found:
+        stat.certificate = certificates[stat.task_hash].status if stat.task_hash in certificates else None
     return TaskStatsOut(tasks=found)
 
 
 @router.get("/tasks/{task_id:path}", response_model=RegisteredTask, responses={404: {"model": ErrorOut}})
 def get_task(task_id: str, request: Request, _: Caller = Depends(require_scope("reward"))) -> RegisteredTask:
-    """A registered task's public view."""
-    return request.app.state.engine.registered(task_id)
+    """A registered task's public view, with its newest certificate."""
+    registered = request.app.state.engine.registered(task_id)
+    registered.certificate = latest_certificate(request.app.state.store, registered.task_hash)
+    return registered

@@ -48,6 +48,7 @@ from service.ui.sessions import (
     sign_in,
     sign_out,
 )
+from verifiers import registry
 from verifiers.base import TaskInvalid
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -189,7 +190,8 @@ def _record_context(request: Request, viewer: Viewer, record_id: str) -> dict[st
     return {"viewer": viewer, "r": row, "marked": highlight(row.response, row.evidence or {}),
             "task_fields": task_fields, "flags": flag_evidence(row.flags or [], row.flag_evidence),
             "labels": [label_out(label) for label in _store(request).labels([row.id])],
-            "verdicts": VERDICTS, "label_next": f"/ui/records/{row.id}", "replay": None, "replay_error": None}
+            "verdicts": VERDICTS, "label_next": f"/ui/records/{row.id}", "replay": None, "replay_error": None,
+            "certificate": _store(request).latest_certificates([row.task_hash]).get(row.task_hash)}
 
 
 @router.get("/records/{record_id}")
@@ -364,3 +366,35 @@ def eval_compare_page(request: Request, a_id: str, b_id: str, viewer: Viewer = D
 def _metric(family: Any, name: str, side: str) -> float | None:
     difference = family.metrics.get(name)
     return None if difference is None else getattr(difference, side)
+
+
+# ------------------------------------------------------------ certification
+
+@router.get("/tasks/{task_hash}")
+def task_page(request: Request, task_hash: str, viewer: Viewer = Depends(signed_in)) -> Response:
+    """A task as records and certification know it: its public view and its certificates."""
+    store = _store(request)
+    certificates = store.certificates(task_hash)
+    known = store.task_view(task_hash)
+    if known is None and not certificates:
+        return _not_found(request, viewer, f"task {task_hash!r}")
+    task_id, verifier, public = known or (certificates[0].task_id, certificates[0].verifier, {})
+    fields = [(name, value, is_hidden(value)) for name, value in sorted(public.items())]
+    return page(request, "task.html", viewer=viewer, task_hash=task_hash, task_id=task_id, verifier=verifier,
+                task_fields=fields, certificates=certificates,
+                records_url="/ui/records?" + urlencode({"task": task_hash}))
+
+
+@router.get("/verifiers")
+def verifiers_page(request: Request, viewer: Viewer = Depends(signed_in)) -> Response:
+    store = _store(request)
+    rows = [(registry.get(name), store.latest_verifier_diff(name)) for name in registry.names()]
+    return page(request, "verifiers.html", viewer=viewer, rows=rows)
+
+
+@router.get("/verifiers/{name}/diff")
+def verifier_diff_page(request: Request, name: str, viewer: Viewer = Depends(signed_in)) -> Response:
+    row = _store(request).latest_verifier_diff(name)
+    if row is None:
+        return _not_found(request, viewer, f"a diff report for verifier {name!r}")
+    return page(request, "verifier_diff.html", viewer=viewer, d=row.report)

@@ -10,8 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from sandboxes.resident import close_resident_servers
-from verifiers.base import Component, Outcome, Verdict, Verifier, VerifyContext, clip, hard, sha256_text, soft
+from verifiers.base import (
+    Component,
+    Outcome,
+    Probe,
+    TaskBase,
+    Verdict,
+    Verifier,
+    VerifyContext,
+    clip,
+    hard,
+    sha256_text,
+    soft,
+)
 from verifiers.code import candidate as candidate_side
+from verifiers.code import certify
 from verifiers.code import grader as grader_side
 from verifiers.code.detectors import DETECTOR_FLAGS, SCAN, code_flags, start_scan
 from verifiers.code.extract import MAX_CODE_CHARS, STATIC_FLAGS, extract_code, static_flags
@@ -66,6 +79,12 @@ class CodeVerifier(Verifier):
     # Every flag this verifier can raise: a fixed vocabulary, so that nothing a response
     # does or says becomes a flag name (or a metric label).
     flag_names = STATIC_FLAGS | RUN_FLAGS | DETECTOR_FLAGS | {"violation"}
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        return certify.probes(task)
+
+    def time_budget_s(self, task: TaskBase) -> float | None:
+        return certify.time_budget_s(task)
 
     def warm(self, ctx: VerifyContext) -> None:
         ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)

@@ -9,7 +9,8 @@ from pydantic import Field, field_validator, model_validator
 
 from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
 from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.base import Outcome, Probe, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.math import certify
 from verifiers.math.detectors import claims_of, host_flags, with_false_steps
 from verifiers.math.extract import Extraction, extract_answer, extract_gold
 from verifiers.math.feedback import math_feedback
@@ -110,6 +111,15 @@ class MathVerifier(Verifier):
     description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
     task_model = MathTask
     feedback = staticmethod(math_feedback)  # type: ignore[assignment]
+
+    def reference(self, task: TaskBase, supplied: str | None) -> str | None:
+        return supplied or certify.reference(task)
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        return certify.probes(task)
+
+    def time_budget_s(self, task: TaskBase) -> float | None:
+        return task.timeout_s  # type: ignore[attr-defined]
     judges_groups = True
 
     def warm(self, ctx: VerifyContext) -> None:

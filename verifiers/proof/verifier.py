@@ -19,6 +19,7 @@ from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout, Sandb
 from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
 from verifiers.base import (
     Outcome,
+    Probe,
     TaskBase,
     TaskInvalid,
     Verdict,
@@ -28,6 +29,7 @@ from verifiers.base import (
     gated_verdict,
     hard,
 )
+from verifiers.proof import certify
 from verifiers.proof.extract import extract_proof
 from verifiers.proof.feedback import proof_feedback
 from verifiers.proof.task import ProofTask
@@ -62,6 +64,15 @@ class ProofVerifier(Verifier):
                    "frames, $d restrictions, axiom closure, no later or self citation.")
     task_model = ProofTask
     feedback = staticmethod(proof_feedback)  # type: ignore[assignment]
+
+    def reference(self, task: TaskBase, supplied: str | None) -> str | None:
+        return certify.reference(task, supplied)
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        return certify.probes(task, reference)
+
+    def time_budget_s(self, task: TaskBase) -> float | None:
+        return task.timeout_s  # type: ignore[attr-defined]
 
     def warm(self, ctx: VerifyContext) -> None:
         # Workers read set.mm as they start (seconds): do not hold up the caller's start-up.

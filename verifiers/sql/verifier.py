@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sandboxes.base import SandboxError
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
+from verifiers.base import Outcome, Probe, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.registry import register
+from verifiers.sql import certify
 from verifiers.sql.compare import (
     Comparison,
     Row,
@@ -112,6 +113,15 @@ class SqlVerifier(Verifier):
     task_model = SqlTask
     feedback = staticmethod(sql_feedback)  # type: ignore[assignment]
     hidden_flags = HIDDEN_FLAGS
+
+    def reference(self, task: TaskBase, supplied: str | None) -> str | None:
+        return certify.reference(task, supplied)
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        return certify.probes(task)
+
+    def time_budget_s(self, task: TaskBase) -> float | None:
+        return task.timeout_s * len(task.instances)  # type: ignore[attr-defined]
     judges_groups = True
 
     def __init__(self) -> None:

@@ -17,9 +17,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandboxes.base import CallEnded, CallResult, SandboxError
-from verifiers.base import Outcome, TaskBase, Verdict, Verifier, VerifyContext, hard, sha256_json
+from verifiers.base import Outcome, Probe, TaskBase, Verdict, Verifier, VerifyContext, hard, sha256_json
 from verifiers.registry import register
-from verifiers.tool_state import runner
+from verifiers.tool_state import certify, runner
 from verifiers.tool_state.detectors import tool_state_flags
 from verifiers.tool_state.feedback import tool_state_feedback
 from verifiers.tool_state.runner import (
@@ -69,6 +69,12 @@ class ToolStateVerifier(Verifier):
     )
     task_model = ToolStateTask
     feedback = staticmethod(tool_state_feedback)  # type: ignore[assignment]
+
+    def reference(self, task: TaskBase, supplied: str | None) -> str | None:
+        return certify.reference(task, supplied)
+
+    def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
+        return certify.probes(task, reference)
     judges_groups = True
 
     def __init__(self, sessions: bool = True) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from service.migrations import append_only_statements
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -18,19 +20,6 @@ depends_on = None
 
 _TZ = sa.DateTime(timezone=True)
 APPEND_ONLY = ("labels", "evals")
-
-
-def _append_only(dialect: str, table: str) -> list[str]:
-    """The same refusal as records' (0001, 0002), for a new table."""
-    if dialect == "sqlite":
-        return [f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op_.lower()} BEFORE {op_} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, 'audit {table} are append-only'); END" for op_ in ("UPDATE", "DELETE")]
-    if dialect == "postgresql":
-        return [f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-                "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
-                f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
-                "FOR EACH STATEMENT EXECUTE FUNCTION assay_records_append_only()"]
-    return []
 
 
 def upgrade() -> None:
@@ -65,7 +54,7 @@ def upgrade() -> None:
         sa.Column("layout", sa.JSON, nullable=False),
     )
     for table in APPEND_ONLY:
-        for statement in _append_only(op.get_bind().dialect.name, table):
+        for statement in append_only_statements(op.get_bind().dialect.name, table):
             op.execute(statement)
 
 

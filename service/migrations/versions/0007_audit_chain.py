@@ -16,25 +16,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from service.migrations import append_only_statements
+
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
 
 CHAINED = ("records", "labels", "evals")
-
-
-def _append_only(dialect: str, table: str) -> list[str]:
-    """The same refusal as records' (0001, 0004)."""
-    if dialect == "sqlite":
-        return [f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op_.lower()} BEFORE {op_} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, 'audit {table} are append-only'); END" for op_ in ("UPDATE", "DELETE")]
-    if dialect == "postgresql":
-        return [f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-                "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
-                f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
-                "FOR EACH STATEMENT EXECUTE FUNCTION assay_records_append_only()"]
-    return []
 
 
 def upgrade() -> None:
@@ -58,7 +47,7 @@ def upgrade() -> None:
         sa.Column("key_id", sa.String(16), nullable=False),
         sa.Column("signature", sa.String(100), nullable=False),
     )
-    for statement in _append_only(op.get_bind().dialect.name, "audit_heads"):
+    for statement in append_only_statements(op.get_bind().dialect.name, "audit_heads"):
         op.execute(statement)
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from service.migrations import append_only_statements
+
 revision = "0008"
 down_revision = "0007"
 branch_labels = None
@@ -31,6 +33,9 @@ def upgrade() -> None:
         sa.Column("reason", sa.String(500)),
     )
     op.create_index("ix_key_revocations_key", "key_revocations", ["key_id"])
+    # A revocation is an event: it cannot be taken back by editing or deleting it.
+    for statement in append_only_statements(op.get_bind().dialect.name, "key_revocations"):
+        op.execute(statement)
 
 
 def downgrade() -> None:

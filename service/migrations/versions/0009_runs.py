@@ -19,25 +19,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from service.migrations import append_only_statements
+
 revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
 
 _TZ = sa.DateTime(timezone=True)
-
-
-def _append_only(dialect: str, table: str) -> list[str]:
-    """Revision 0004's refusal of UPDATE and DELETE (and TRUNCATE on Postgres), for run_alarms."""
-    if dialect == "sqlite":
-        return [f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op_.lower()} BEFORE {op_} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, 'audit {table} are append-only'); END" for op_ in ("UPDATE", "DELETE")]
-    if dialect == "postgresql":
-        return [f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-                "FOR EACH ROW EXECUTE FUNCTION assay_records_append_only()",
-                f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
-                "FOR EACH STATEMENT EXECUTE FUNCTION assay_records_append_only()"]
-    return []
 
 
 def upgrade() -> None:
@@ -62,7 +51,7 @@ def upgrade() -> None:
         sa.Column("detail", sa.JSON, nullable=False),
         sa.UniqueConstraint("run_id", "rule", "subject", name="uq_run_alarms"),
     )
-    for statement in _append_only(op.get_bind().dialect.name, "run_alarms"):
+    for statement in append_only_statements(op.get_bind().dialect.name, "run_alarms"):
         op.execute(statement)
 
 
