@@ -78,6 +78,11 @@ def _query_key(scope: Scope) -> str | None:
     return values[0] if values else None
 
 
+# /v1/ routes anyone may read without a key: the public half of the receipt key is what a
+# trainer checks receipts with, so it must be fetchable before any key is trusted.
+PUBLIC_V1_PATHS = frozenset({"/v1/receipts/key"})
+
+
 class EdgeGuard:
     def __init__(self, app: ASGIApp, limits: EdgeLimits) -> None:
         self.app, self.limits = app, limits
@@ -88,7 +93,8 @@ class EdgeGuard:
             return
         request_limits.set(self.limits.request)
         try:
-            if scope.get("path", "").startswith("/v1/"):
+            path = scope.get("path", "")
+            if path.startswith("/v1/") and path not in PUBLIC_V1_PATHS:
                 scope[CALLER_SCOPE_KEY] = await self._caller(scope)
             body = await self._body(scope, receive)
             if body is None:

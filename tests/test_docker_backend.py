@@ -26,7 +26,7 @@ IMAGE = os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest")
 REQUIRED = "docker" in os.environ.get("ASSAY_TEST_BACKENDS", "")
 
 
-def _engine_or_skip():
+def engine_or_skip():
     """The docker client, or a skip; when ASSAY_TEST_BACKENDS names docker, a failure."""
     try:
         import docker
@@ -43,7 +43,7 @@ def _engine_or_skip():
 
 @pytest.fixture(scope="module")
 def client():
-    return _engine_or_skip()
+    return engine_or_skip()
 
 
 @pytest.fixture(scope="module")

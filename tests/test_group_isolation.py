@@ -87,10 +87,12 @@ def test_sql_two_stuck_statements_cost_their_own_limits_only(ctx):
 
 
 def test_math_answer_whose_parse_runs_to_its_limit(ctx):
-    task = get("math").parse_task({"answer": "x^2+2x+1", "timeout_s": 1.0})
-    hostile = r"The answer is \boxed{((x+1)^{40}+(x+2)^{40})^{20}}"
+    task = get("math").parse_task({"answer": "x^2+2x+1", "timeout_s": 0.25})
+    # Within every size cap the parser checks first (powers, expansions), yet its comparison
+    # runs to the limit: a quotient of differences of high powers.
+    hostile = r"The answer is \boxed{\frac{(x+1)^{190}-(x+2)^{190}}{(x+3)^{190}-(x+4)^{190}}}"
     honest = [r"\boxed{(x+1)^2}", r"so \boxed{x^2 + 2x + 1}", r"\boxed{1+2x+x^2}"]
-    check_isolated("math", task, hostile, honest, 1.0, ctx, RESTART_MARGIN_S)
+    check_isolated("math", task, hostile, honest, 0.25, ctx, RESTART_MARGIN_S)
 
 
 def test_code_candidate_that_never_ends(ctx):
@@ -114,13 +116,16 @@ def test_proof_that_runs_to_its_checking_limit(ctx):
 def test_tool_state_trace_whose_replay_runs_to_its_limit(ctx, monkeypatch):
     task = get("tool_state").parse_task(transfer_task(max_calls=2000, max_message_chars=100_000))
     honest = [honest_response(), dumps_trace([{"tool": "list_accounts", "args": {}}, GOLD_TRANSFER], "450 left")]
-    # The largest traces a task allows replay in under a second: a limit ten times an
-    # honest trace's time on this machine now (at least 0.1 s) is one such a trace hits.
+    # The largest traces a task allows replay in about a second: measured here, the limit is set
+    # between an honest trace's time and that hostile trace's, so that only the hostile one hits it.
     verifier = get("tool_state")
-    verifier.verify_many(task, honest, ctx)
-    _, honest_s = timed(lambda: verifier.verify_many(task, honest, ctx))
-    limit = max(0.1, 10 * honest_s / len(honest))
-    monkeypatch.setattr(tool_state_runner, "RESPONSE_TIMEOUT_S", limit)
     message = " ".join(f"A{i} {i},{i:03d}.5" for i in range(9000))[:99_000]
     hostile = dumps_trace([{"tool": "list_accounts", "args": {}}] * 1999 + [GOLD_TRANSFER], message)
+    verifier.verify_many(task, honest, ctx)
+    _, honest_s = timed(lambda: verifier.verify_many(task, honest, ctx))
+    _, hostile_s = timed(lambda: verifier.verify_many(task, [hostile], ctx))
+    per_honest = honest_s / len(honest)
+    assert hostile_s > 4 * per_honest, (hostile_s, per_honest)
+    limit = max(2 * per_honest, hostile_s / 2)
+    monkeypatch.setattr(tool_state_runner, "RESPONSE_TIMEOUT_S", limit)
     check_isolated("tool_state", task, hostile, honest, limit, ctx)

@@ -8,13 +8,14 @@ engine runs.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sandboxes.base import Job, Limits, SandboxUnavailable
-from tests.test_docker_backend import IMAGE, _engine_or_skip
+from tests.test_docker_backend import IMAGE, engine_or_skip
 from verifiers.base import Verdict, VerifyContext
 from verifiers.registry import get
 
@@ -25,7 +26,7 @@ ADD_TESTS = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert 
 
 @pytest.fixture(scope="module")
 def client():
-    return _engine_or_skip()
+    return engine_or_skip()
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,8 @@ def gvisor(client) -> Iterator:
         client.containers.run(IMAGE, ["true"], runtime="runsc", network_disabled=True, remove=True)
     except Exception as exc:
         pytest.skip(f"gVisor cannot run here: `runsc` is registered but a bare container fails under it: {exc}")
-    sandbox = DockerSandbox(image=IMAGE, workers=1, runtime="runsc")
+    # A host label of its own: this process also owns other (runc) sandboxes in a whole-suite run.
+    sandbox = DockerSandbox(image=IMAGE, workers=1, runtime="runsc", host_label=f"gvisor-test-{uuid.uuid4().hex[:8]}")
     yield sandbox
     sandbox.close()
 
@@ -62,9 +64,9 @@ def test_candidate_containers_run_under_gvisor(gvisor, client):
     host_version = Path("/proc/version").read_bytes()
     assert host_version not in seen.stdout
     # And the engine says so for every sandbox container this backend made.
-    from sandboxes.docker_backend import LABEL, LABEL_OWNER
+    from sandboxes.docker_backend import LABEL, LABEL_HOST
 
-    made = client.containers.list(filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER}={gvisor.labels()[LABEL_OWNER]}"]})
+    made = client.containers.list(filters={"label": [f"{LABEL}=1", f"{LABEL_HOST}={gvisor.host_label}"]})
     assert made and {c.attrs["HostConfig"]["Runtime"] for c in made} == {"runsc"}
     assert gvisor.describe()["runtime"] == "runsc"
 

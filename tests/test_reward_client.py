@@ -199,22 +199,34 @@ def test_unreachable_service_gives_error_verdicts_never_rewards() -> None:
 
 
 def test_saturated_service_is_retried_honouring_retry_after(tmp_path) -> None:
+    import threading
+
     from conftest import LiveServer
 
+    # Holds the whole in-flight budget (2) for a while: code responses that sleep in their sandbox.
+    slow_group = {"verifier": "code", "task": {"entry_point": "add", "time_limit_s": 20,
+                                               "tests": "def check(candidate):\n    assert candidate(2, 3) == 5\n"},
+                  "responses": ["```python\nimport time\ntime.sleep(8)\ndef add(a, b):\n    return a + b\n```"] * 2}
     server = LiveServer(tmp_path, env={"ASSAY_MAX_INFLIGHT_RESPONSES": "2", "ASSAY_RETRY_AFTER_S": "1"})
     try:
-        retry = RetryPolicy(max_attempts=3, backoff_s=0.0)  # any wait comes from Retry-After
-        with RewardClient(server.url, server.admin_key, retry=retry) as client:
-            started = time.monotonic()
-            group = client.score_groups([{"verifier": "math", "task": {"answer": "1"},
-                                          "responses": ["1", "2", "3"]}])[0]
-            elapsed = time.monotonic() - started
-            # Within the limit it is served normally.
-            ok = client.score_groups([{"verifier": "math", "task": {"answer": "1"}, "responses": ["1", "2"]}])[0]
+        with server.client() as c:
+            slow = threading.Thread(target=lambda: c.post("/v1/groups", json={"groups": [slow_group]}))
+            slow.start()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and "assay_inflight_responses 2.0" not in c.get("/metrics").text:
+                time.sleep(0.05)
+            retry = RetryPolicy(max_attempts=3, backoff_s=0.0)  # any wait comes from Retry-After
+            with RewardClient(server.url, server.admin_key, retry=retry) as client:
+                started = time.monotonic()
+                group = client.score_groups([{"verifier": "math", "task": {"answer": "1"}, "responses": ["1"]}])[0]
+                elapsed = time.monotonic() - started
+                slow.join()
+                # Once the budget is free again it is served normally.
+                ok = client.score_groups([{"verifier": "math", "task": {"answer": "1"}, "responses": ["1", "2"]}])[0]
     finally:
         server.stop()
     assert elapsed >= 2.0  # two waits of Retry-After: 1
-    assert group.verdicts == ["error"] * 3 and group.results[0].flags == ["client:http_503"]
+    assert group.verdicts == ["error"] and group.results[0].flags == ["client:http_503"]
     assert ok.rewards == [1.0, 0.0]
 
 

@@ -84,7 +84,6 @@ def soft(name: str, value: float) -> Component:
 
 FlagAction = Literal["flag", "fail"]
 TruncationPolicy = Literal["score", "fail", "mask"]
-INSPECTION_DEFAULTS: dict[str, Any] = {"prompt": None, "flag_policy": {}, "truncation": "score", "hide": []}
 FLAG_EVIDENCE_LIMIT = 500
 # A flag name is a short snake_case word, optionally `family:word`: never text a response
 # chose (see Verifier.flag_names). Any other name becomes UNNAMED_FLAG, the offered
@@ -106,8 +105,9 @@ class TaskBase(BaseModel):
 
     # Fields listed here are hidden: never returned by read endpoints, logged as hashes.
     hidden_fields: ClassVar[frozenset[str]] = frozenset()
-    # Optional fields added after tasks were registered: hashed only when set, so older tasks keep their hash.
-    hashed_when_set: ClassVar[frozenset[str]] = frozenset()
+    # Fields added after tasks were registered: hashed only when not at their default, so older
+    # tasks keep their hash. A task model adds its own to these (`TaskBase.hashed_when_set | {...}`).
+    hashed_when_set: ClassVar[frozenset[str]] = frozenset({"hide"})
 
     # Numbers that feed the reward: finite and in range (NaN fails both bounds).
     failure_value: float = Field(0.0, ge=-1.0, le=1.0, description="The reward when a hard component fails.")
@@ -145,13 +145,12 @@ class TaskBase(BaseModel):
         return frozenset(out)
 
     def hash_material(self) -> dict[str, Any]:
-        """What `task_hash` covers: the task as JSON, inspection options left out at their defaults,
-        and fields a task model added later (`hashed_when_set`) left out while unset (None)."""
-        data = self.model_dump(mode="json", exclude={n for n in self.hashed_when_set if getattr(self, n) is None})
-        for name, default in INSPECTION_DEFAULTS.items():
-            if name in data and data[name] == default and name not in type(self).own_fields():
-                del data[name]
-        return data
+        """What `task_hash` covers: the task as JSON, every field included (the inspection options
+        too, as they always were), except fields added later (`hashed_when_set`) at their default."""
+        fields = type(self).model_fields
+        unset = {name for name in self.hashed_when_set
+                 if getattr(self, name) == fields[name].get_default(call_default_factory=True)}
+        return self.model_dump(mode="json", exclude=unset)
 
     def public_view(self) -> dict[str, Any]:
         """The task with hidden fields replaced by unkeyed hashes. The service shows keyed
@@ -165,12 +164,6 @@ class TaskBase(BaseModel):
     def task_hash(self) -> str:
         """Unkeyed: for caches inside a verifier. What leaves the service is keyed (service/fingerprints.py)."""
         return sha256_json(self.hash_material())
-
-    @classmethod
-    def own_fields(cls) -> frozenset[str]:
-        """Fields a verifier's task model declares itself (e.g. the code task's `prompt`)."""
-        return frozenset(name for name in cls.model_fields
-                         if cls.model_fields[name] is not TaskBase.model_fields.get(name))
 
 
 class Flag(str):

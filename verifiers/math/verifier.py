@@ -66,7 +66,7 @@ class MathTask(TaskBase):
     memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=256, le=4096)
 
 
-    hashed_when_set: ClassVar[frozenset[str]] = frozenset({"choices", "form", "significant_figures"})
+    hashed_when_set: ClassVar[frozenset[str]] = TaskBase.hashed_when_set | {"choices", "form", "significant_figures"}
 
     @model_validator(mode="after")
     def _figures_with_scientific(self) -> MathTask:
