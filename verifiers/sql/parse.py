@@ -259,6 +259,15 @@ def outermost_order_by(sql: str, dialect: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
+def _column_number(term: exp.Literal, count: int) -> int | None:
+    """The 0-based result column that `ORDER BY n` names, or None when n names none of `count`."""
+    try:
+        position = int(term.this)
+    except ValueError:
+        return None
+    return position - 1 if 1 <= position <= count else None
+
+
 def order_key_columns(sql: str, dialect: str) -> tuple[int, ...] | None:
     """The result columns (0-based) the outermost ORDER BY sorts on, when every key is a
     result column (by position, output alias, or the same expression); else None.
@@ -283,13 +292,10 @@ def order_key_columns(sql: str, dialect: str) -> tuple[int, ...] | None:
     for ordered in order.expressions:
         term = ordered.this
         if isinstance(term, exp.Literal) and not term.is_string:
-            try:
-                position = int(term.this)
-            except ValueError:
+            index = _column_number(term, len(selects))
+            if index is None:
                 return None
-            if not 1 <= position <= len(selects):
-                return None
-            keys.append(position - 1)
+            keys.append(index)
         elif isinstance(term, exp.Column) and not term.table and term.name.casefold() in aliases:
             keys.append(aliases[term.name.casefold()])
         elif term.sql(dialect=SQLGLOT_DIALECT[dialect]) in bodies:
@@ -326,13 +332,10 @@ def with_order_keys(sql: str, dialect: str) -> tuple[str, int, str | None] | Non
     for ordered in order.expressions:
         term = ordered.this
         if isinstance(term, exp.Literal) and not term.is_string:
-            try:
-                position = int(term.this)
-            except ValueError:
+            index = _column_number(term, len(selects))
+            if index is None or isinstance(selects[index].unalias(), exp.Star):
                 return None
-            if not 1 <= position <= len(selects) or isinstance(selects[position - 1].unalias(), exp.Star):
-                return None
-            term = selects[position - 1].unalias()
+            term = selects[index].unalias()
         elif isinstance(term, exp.Column) and not term.table and term.name.casefold() in aliases:
             term = aliases[term.name.casefold()]
         keys.append(exp.alias_(term.copy(), f"{KEY_ALIAS}{len(keys) + 1}"))
