@@ -23,9 +23,7 @@ from verifiers.base import (
     sha256_text,
     soft,
 )
-from verifiers.code import candidate as candidate_side
-from verifiers.code import certify
-from verifiers.code import grader as grader_side
+from verifiers.code import certify, wire
 from verifiers.code.detectors import DETECTOR_FLAGS, SCAN, code_flags, start_scan
 from verifiers.code.extract import MAX_CODE_CHARS, STATIC_FLAGS, extract_code, static_flags
 from verifiers.code.feedback import code_feedback
@@ -87,8 +85,8 @@ class CodeVerifier(Verifier):
         return certify.time_budget_s(task)
 
     def warm(self, ctx: VerifyContext) -> None:
-        ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)
-        ctx.sandbox.warm(GRADER_POOL, grader_side.PRELOAD)
+        ctx.sandbox.warm(CANDIDATE_POOL, wire.CANDIDATE_PRELOAD)
+        ctx.sandbox.warm(GRADER_POOL, wire.GRADER_PRELOAD)
 
     def close(self, ctx: VerifyContext) -> None:
         close_resident_servers(ctx.sandbox, SCAN.pool)
