@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,8 @@ class TestRun:
     # Whether stderr may be shown: once hidden inputs reached the candidate, it could
     # echo them, so stderr (and candidate messages) of hidden tests are withheld.
     stderr_safe: bool = False
+    # A checker's points for a case that was not accepted (testlib's `points`), in [0, 1].
+    score: float | None = None
 
     def evidence(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "hidden": self.hidden, "status": self.status,
@@ -218,7 +221,7 @@ def _exports_for_grader(exports: Any) -> dict[str, Any]:
     return out
 
 
-def _absorb(run: TestRun, result: CallResult) -> None:
+def absorb(run: TestRun, result: CallResult) -> None:
     """Resource use, kills and sandbox violations of the candidate's process."""
     run.wall_s += result.wall_s
     run.cpu_s += result.cpu_s
@@ -283,7 +286,7 @@ def run_assert_test(sandbox: Sandbox, task: CodeTask, program: str, name: str, t
             session.abort()
         raise
     final = relay.finish()
-    _absorb(run, final)
+    absorb(run, final)
     _note_candidate_events(run, relay, final)
     if run.status != "timeout" and not run.killed_by:
         _judge_assert_test(run, relay, graded, final)
@@ -361,11 +364,14 @@ def _apply_grade(run: TestRun, outcome: dict[str, Any], candidate_clean: bool) -
     run.detail["calls"] = outcome.get("calls", 0)
 
 
-def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case: IOCase, hidden: bool) -> TestRun:
+def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case: IOCase, hidden: bool,
+                decide: Callable[[TestRun, bytes], None] | None = None) -> TestRun:
+    """One stdin/stdout case of a Python program; `decide` (a task's checker) replaces the
+    comparison when given."""
     run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
     result = sandbox.call(CANDIDATE_PROGRAM, {"code": program, "stdin": case.stdin}, candidate_limits(task),
                           pool=CANDIDATE_POOL, preload=wire.CANDIDATE_PRELOAD)
-    _absorb(run, result)
+    absorb(run, result)
     reported = result.value if result.returned and isinstance(result.value, dict) else {}
     error = reported.get("error") if isinstance(reported.get("error"), dict) else {}
     audit = reported.get("audit") if isinstance(reported.get("audit"), dict) else {}
@@ -379,6 +385,9 @@ def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case:
     clean_exit = reported.get("status") == "ok" or (not result.returned and result.exit_code == 0)
     if not clean_exit:
         run.detail = {"type": "ProcessEnded", "message": f"exit code {result.exit_code}, signal {result.signal}"}
+        return run
+    if decide is not None:
+        decide(run, result.stdout)
         return run
     got = result.stdout.decode("utf-8", errors="replace")
     if outputs_match(got, case.stdout, task.compare, task.float_tolerance):

@@ -21,6 +21,18 @@ class IOCase(BaseModel):
     name: str | None = Field(None, max_length=100)
 
 
+class Checker(BaseModel):
+    """A special checker (testlib conventions): run per case as
+    `checker input.txt output.txt answer.txt`; exit 0 accepted, 1 wrong answer,
+    2 presentation error, 3 checker failure (verdict `error`), 7 points (`points X` on
+    its stderr, X in [0, 1])."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: Literal["c", "cpp", "java", "javascript", "go", "rust", "python"] = "cpp"
+    source: str = Field(max_length=MAX_TEST_CHARS)
+
+
 def _defines_check(source: str, field: str) -> None:
     # Parsing the task's own test source (trusted input from the trainer or admin) only
     # checks its shape early, so a broken task is a 422 rather than an `error` per response.
@@ -39,9 +51,15 @@ class CodeTask(TaskBase):
     calling it, plus `entry_point`) and `io_cases` (stdin -> expected stdout) is given.
     """
 
-    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases"})
+    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases", "checker"})
+    # Added with the compiled languages: left out of the hash at their defaults.
+    hashed_when_set: ClassVar[frozenset[str]] = TaskBase.hashed_when_set | {"checker", "time_factor"}
 
-    language: Literal["python"] = "python"
+    language: Literal["python", "c", "cpp", "java", "javascript", "go", "rust"] = Field(
+        "python", description="python: function tests or io_cases; the others: io_cases (docs/languages.md).")
+    checker: Checker | None = Field(None, description="A special checker for io_cases (testlib conventions).")
+    time_factor: float | None = Field(
+        None, gt=0.0, le=10.0, description="Multiplies time_limit_s for this language (default: the language's own).")
     entry_point: str | None = Field(None, max_length=100)
     tests: str | None = Field(None, max_length=MAX_TEST_CHARS)
     io_cases: list[IOCase] | None = Field(None, max_length=MAX_CASES)
@@ -60,6 +78,10 @@ class CodeTask(TaskBase):
 
     @model_validator(mode="after")
     def _check_shape(self) -> CodeTask:
+        if self.language != "python" and self.tests is not None:
+            raise ValueError(f"language {self.language!r} takes `io_cases` (stdin -> stdout), not `tests`")
+        if self.checker is not None and self.io_cases is None:
+            raise ValueError("`checker` goes with `io_cases`")
         if (self.tests is None) == (self.io_cases is None):
             raise ValueError("give exactly one of `tests` (with `entry_point`) and `io_cases`")
         if self.tests is not None:
@@ -75,7 +97,7 @@ class CodeTask(TaskBase):
                 raise ValueError("`io_cases` must not be empty")
             if self.visible_tests is not None:
                 raise ValueError("`visible_tests` go with `tests`, not `io_cases`")
-        if self.prompt is not None:
+        if self.prompt is not None and self.language == "python":
             try:
                 ast.parse(self.prompt)
             except SyntaxError as exc:
