@@ -249,7 +249,9 @@ def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     main = argv[0][2:] if argv[0].startswith("./") else None
     if main is not None and main in (payload.get("executables") or []):
         program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
-        os.write(program_fd, base64.b64decode(files[main]))
+        view = memoryview(base64.b64decode(files[main]))
+        while view:
+            view = view[os.write(program_fd, view):]
     data = (payload.get("stdin") or "").encode()
     # A memfd serves any size of input without a writer that could block.
     stdin_fd = os.memfd_create("stdin")
