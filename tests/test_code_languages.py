@@ -53,7 +53,8 @@ LOOPING = {
             "if (x == -1) break; } } }\n",
     "javascript": "let x = 0; for (;;) { x++; }\n",
     "go": "package main\nfunc main() { x := 0; for { x++ } }\n",
-    "rust": "fn main() { let mut x: u64 = 0; loop { x = x.wrapping_add(std::hint::black_box(1)); } }\n",
+    "rust": "fn main() { let mut x: u64 = 1; loop { x = x.wrapping_mul(6364136223846793005).wrapping_add(1);\n"
+            "  if x == 42 { println!(\"{}\", x); } } }\n",
 }
 LANGUAGES = list(HONEST)
 
