@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 SUM_TASK = {"io_cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "-7 10", "stdout": "3"},
                          {"stdin": "1000000000000 1", "stdout": "1000000000001\n"}],
-            "time_limit_s": 1.0, "memory_mb": 256}
+            "time_limit_s": 2.0, "memory_mb": 256}
 
 HONEST = {
     "c": '#include <stdio.h>\nint main(void){long long a,b;if(scanf("%lld %lld",&a,&b)!=2)return 1;'
