@@ -10,13 +10,10 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 
+from service.errors import KeyNotFound
 from service.schemas import UnicodeText
 from service.store import ApiKeyRow, AuditStore, KeyRevocationRow
 from service.validation import printable
-
-
-class KeyNotFound(LookupError):
-    pass
 
 
 class KeyOut(BaseModel):

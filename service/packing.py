@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from service.errors import TooBigToFit
 
-class TooBigToFit(ValueError):
-    """One group alone holds more responses than may ever be in flight."""
+__all__ = ["TooBigToFit", "check_fits", "pack"]
 
 
 def check_fits(groups: list[tuple[str, int]], max_responses: int) -> None:

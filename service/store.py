@@ -43,6 +43,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from sqlalchemy.sql.elements import ColumnElement
 
 from service import migrations
+from service.errors import IdempotencyConflict, TaskConflict
 
 if TYPE_CHECKING:
     from service.signing import Signer
@@ -326,14 +327,6 @@ class VerifierDiffRow(Base):
     verifier_version: Mapped[str] = mapped_column(String(32))
     report: Mapped[dict] = mapped_column(JSON)
     caller_key_id: Mapped[str | None] = mapped_column(String(64))
-
-
-class TaskConflict(Exception):
-    """A task id is already registered with different content."""
-
-
-class IdempotencyConflict(Exception):
-    """An idempotency key was reused with a different request."""
 
 
 def new_record_id() -> str:
