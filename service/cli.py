@@ -8,6 +8,7 @@ import secrets
 import sys
 from typing import Any
 
+from service.auth import SCOPES
 from service.cli_certify import add_commands as add_certification_commands
 from service.config import Settings
 
@@ -363,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key and print it")
-    create.add_argument("--scopes", required=True, help="comma-separated: reward,audit,admin")
+    create.add_argument("--scopes", required=True, help=f"comma-separated: {','.join(SCOPES)}")
     create.add_argument("--name", default=None)
     create.set_defaults(func=cmd_keys_create)
     keys_sub.add_parser("list", help="list keys: id, scopes, name, created, revoked (never a secret)").set_defaults(
