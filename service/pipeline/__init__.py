@@ -38,14 +38,14 @@ import anyio
 
 from service.auth import Caller
 from service.config import Settings
-from service.executors import Executor
+from service.executors.base import Executor, Judged
 from service.fingerprints import Fingerprints, create_fingerprints
 from service.metrics import Metrics
 from service.pipeline import admit, advantages, judge, persist, resolve, score
 from service.pipeline.admit import Budget
-from service.pipeline.resolve import Resolved
+from service.pipeline.resolve import Resolved, ResolvedGroup
 from service.pipeline.work import Work, generation_of
-from service.schemas import GroupSpec, GroupsRequest, GroupsResponse, ReplayOut, VerifyRequest, VerifyResult
+from service.schemas import GroupError, GroupSpec, GroupsRequest, GroupsResponse, ReplayOut, VerifyRequest, VerifyResult
 from service.store import AuditStore, RecordRow
 from verifiers.inspection import Generation
 
@@ -96,10 +96,16 @@ async def run_groups(p: Pipeline, work: Work) -> GroupsResponse:
         return admitted.answer
     with p.budget.hold(work.size):  # 503 when spent; held while the executor works
         judged = await judge.judge(p.executor, work, groups)  # an invalid task fails its group only
+    rows, answer = await anyio.to_thread.run_sync(_conclude, p, work, groups, judged)  # CPU work: off the loop
+    return await persist.persist(p, work, admitted, groups, rows, answer)  # logged before answering
+
+
+def _conclude(p: Pipeline, work: Work, groups: list[ResolvedGroup],
+              judged: list[list[Judged] | GroupError]) -> tuple[list[RecordRow], GroupsResponse]:
+    """Score, advantages, and the records and answer made of them (blocking)."""
     scored = score.score_groups(groups, judged)
     stats = advantages.group_stats(work, groups, scored, p.metrics)
-    rows, answer = persist.records(p, work, groups, scored, stats)
-    return await persist.persist(p, work, admitted, groups, rows, answer)  # logged before answering
+    return persist.records(p, work, groups, scored, stats)
 
 
 async def replay(p: Pipeline, record_id: str) -> ReplayOut:

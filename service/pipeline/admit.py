@@ -95,10 +95,14 @@ async def admit(p: Pipeline, work: Work, groups: list[ResolvedGroup]) -> Admitte
             if row is not None:
                 return Admitted(answer=logged_single(p, row, groups[0]))
         return Admitted()
+    return await anyio.to_thread.run_sync(_idempotent, p, work)
+
+
+def _idempotent(p: Pipeline, work: Work) -> Admitted:
+    """The body's hash, and the stored answer of an earlier request with the same key and body. Blocking."""
     body_hash = request_hash(work.body.model_dump(mode="json"))
     if work.idempotency_key is not None:
-        stored = await anyio.to_thread.run_sync(p.store.idempotent_response, work.caller.key_id,
-                                                work.idempotency_key, body_hash)
+        stored = p.store.idempotent_response(work.caller.key_id, work.idempotency_key, body_hash)
         if stored is not None:
             return Admitted(body_hash, GroupsResponse.model_validate(stored))
     return Admitted(body_hash)

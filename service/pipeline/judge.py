@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from service.executors import Executor, Judged, JudgeJob
+from service.executors.base import Executor, Judged, JudgeJob
 from service.pipeline.resolve import Resolved, ResolvedGroup, caller_facing
 from service.pipeline.work import Work
 from service.schemas import GroupError

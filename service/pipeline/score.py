@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from service.executors import Judged
+from service.executors.base import Judged
 from service.pipeline.resolve import Resolved, ResolvedGroup
 from service.schemas import GroupError
 from verifiers.base import Outcome, Verdict
