@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(func=cmd_keys_create)
     keys_sub.add_parser("list", help="list keys: id, scopes, name, created, revoked (never a secret)").set_defaults(
         func=cmd_keys_list)
-    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id: API calls and viewer sessions stop at once")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id: API calls and viewer sign-ins stop at once")
     revoke.add_argument("key_id")
     revoke.add_argument("--reason", default=None)
     revoke.add_argument("--by", default=None, help="who revokes (default: cli:<user>)")

@@ -1,6 +1,6 @@
 """Listing and revoking API keys. A revocation is an INSERT into the append-only
 `key_revocations` table (key id, time, by whom, why): `api_keys` is never updated. Every
-key check (API, `?api_key=`, viewer sessions) reads it, so a revoked key stops at once on
+key check (API, `?api_key=`, viewer sign-ins) reads it, so a revoked key stops at once on
 every replica."""
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ Glossary (one word, one meaning):
     decision     an outcome scored for a task (`Scored`): reward, feedback, masked.
     record       the audit row of one decision (`RecordRow`); `result` is what a caller gets.
     group        one task with G responses; advantages are relative within it.
-    env session  a multi-turn `tool_state` environment (`/v1/envs`), kept in the database.
-    sign-in      a viewer login (`/ui/`), kept in a signed cookie.
+    session      an environment session: a multi-turn `tool_state` rollout (`/v1/envs`), in the database.
+    sign-in      a viewer login (`/ui/`; module service/ui/sessions.py keeps its old name).
 """
 
 from __future__ import annotations

@@ -21,5 +21,5 @@ async def keys(store: StoreDep, _: AdminCaller) -> KeyList:
 
 @router.post("/{key_id}/revoke", response_model=KeyOut, responses=_errors)
 async def revoke(key_id: str, body: RevokeIn, store: StoreDep, caller: AdminCaller) -> KeyOut:
-    """Revoke a key: its API calls and viewer sessions stop at once (idempotent)."""
+    """Revoke a key: its API calls and viewer sign-ins stop at once (idempotent)."""
     return await anyio.to_thread.run_sync(revoke_key, store, key_id, f"key:{caller.key_id}", body.reason)
