@@ -171,12 +171,9 @@ class EnvSessionsFull(RetryLater):
 @dataclass(frozen=True)
 class Status:
     code: int
-    # RetryLater: the reason counted in `assay_unavailable_total` (None: not counted there).
+    # The reason counted in `assay_unavailable_total` (None: not counted there); such rows,
+    # like every `RetryLater`, are answered with Retry-After.
     unavailable: str | None = None
-
-    @property
-    def retry(self) -> bool:
-        return self.code in (429, 503)
 
 
 STATUS: dict[type[Exception], Status] = {

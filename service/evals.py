@@ -28,7 +28,6 @@ from service.schemas import AdvantageOptions, GroupsRequest
 from service.store import AuditStore, EvalRow, RecordRow
 
 FALSE_STEP = "false_step"
-TRUNCATED = "truncated"
 # Upper edges of the token buckets of accuracy_by_tokens (a last bucket takes the rest).
 TOKEN_EDGES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 # Evidence keys that hold a response's extracted, normalised answer (math first).

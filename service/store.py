@@ -478,10 +478,6 @@ class AuditStore:
             assert blob is not None
             return row, blob
 
-    def registered_tasks(self, limit: int = 100) -> list[RegisteredTaskRow]:
-        with self.db() as s:
-            return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
-
     # ------------------------------------------------------------- certificates
 
     def add_certificate(self, row: CertificateRow) -> None:
