@@ -26,8 +26,8 @@ from service.pipeline import Pipeline
 from service.pipeline.resolve import resolve
 from service.schemas import AdvantageOptions, GroupsRequest
 from service.store import AuditStore, EvalRow, RecordRow
+from verifiers.math.detectors import FALSE_STEP
 
-FALSE_STEP = "false_step"
 # Upper edges of the token buckets of accuracy_by_tokens (a last bucket takes the rest).
 TOKEN_EDGES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 # Evidence keys that hold a response's extracted, normalised answer (math first).
