@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -126,3 +127,7 @@ class Settings(BaseSettings):
             container_max_jobs=self.sandbox_container_max_jobs, runtime=self.docker_runtime,
             sandboxd_url=self.sandboxd_url,
             sandboxd_secret_file=None if self.sandboxd_secret_file is None else str(self.sandboxd_secret_file))
+
+    @cached_property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
