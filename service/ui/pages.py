@@ -15,7 +15,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response, Streamin
 from pydantic import BaseModel, Field, ValidationError
 
 from service.auth import Caller
-from service.errors import NotFound, RequestInvalid
+from service.errors import NotFound, RequestInvalid, problems, summary
 from service.evals import compare, eval_report
 from service.inspection_schemas import LabelIn
 from service.review import LabelLimit, add_label, label_out, review_queue
@@ -90,10 +90,7 @@ def _parse(model: type[Model], request: Request) -> Model:
 
 
 def _invalid(request: Request, viewer: Viewer, exc: ValidationError | ValueError) -> Response:
-    if isinstance(exc, ValidationError):
-        message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-    else:
-        message = str(exc)
+    message = summary(problems(exc.errors())) if isinstance(exc, ValidationError) else str(exc)
     return page(request, "error.html", 422, viewer=viewer, title="Bad request", message=message)
 
 
