@@ -38,6 +38,7 @@ import anyio
 
 from service.auth import Caller
 from service.config import Settings
+from service.errors import RecordNotFound, RequestInvalid
 from service.executors.base import Executor, Judged
 from service.fingerprints import Fingerprints, create_fingerprints
 from service.metrics import Metrics
@@ -111,8 +112,6 @@ def _conclude(p: Pipeline, work: Work, groups: list[ResolvedGroup],
 async def replay(p: Pipeline, record_id: str) -> ReplayOut:
     """Re-run a record's logged inputs through resolve, judge and score (nothing is logged;
     under `ray`, never on the replica)."""
-    from service.errors import RecordNotFound, RequestInvalid
-
     row = await anyio.to_thread.run_sync(p.store.record, record_id)
     if row is None:
         raise RecordNotFound(f"record {record_id!r} not found")
