@@ -29,6 +29,26 @@ def test_every_setting_has_a_row_in_the_readme_and_every_row_a_setting():
     assert len(rows) == len(documented), "a setting has two rows"
 
 
+def test_the_defaults_in_the_readme_are_the_settings_defaults():
+    """Where the table gives a plain default (a number, true/false, or a `literal`), it is the
+    field's own default."""
+    checked = 0
+    for name, default in re.findall(r"^\| `ASSAY_([A-Z0-9_]+)` \| ([^|]+) \|", _section("Configuration"), flags=re.M):
+        field = Settings.model_fields[name.lower()]
+        if field.default_factory is not None or field.default is None:
+            continue
+        cell = default.strip().strip("`")
+        expected = field.default
+        if isinstance(expected, bool):
+            assert cell == str(expected).lower(), name
+        elif isinstance(expected, int | float):
+            assert float(cell) == float(expected), name
+        else:
+            assert cell == str(expected), name
+        checked += 1
+    assert checked >= 40
+
+
 def _paths_in(table: str) -> set[tuple[str, str]]:
     """(method, path) pairs named in the table's first column (`GET /a`, `POST /b`, and
     "`GET` same" for the paths named before it on the row), `{id}`-style parameters as `{}`."""
