@@ -32,9 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.base import CallResult, SandboxError, SandboxUnavailable
-from sandboxes.factory import DEFAULT_IMAGE
 from sandboxes.process import PROJECT_ROOT, SANDBOX_PACKAGES
 from sandboxes.warm import STDERR_LINE_BYTES, WarmWorker, WarmWorkerBackend, WorkerTimings
+
+# The image a DockerSandbox made directly (tests, tools) runs; the service always names its own
+# (ASSAY_SANDBOX_IMAGE).
+DEFAULT_IMAGE = "assay-runtime:latest"
 
 log = logging.getLogger(__name__)
 

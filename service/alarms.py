@@ -47,7 +47,6 @@ from service.runs import HeldOutTasks, examples, held_out, length_of, run_record
 from service.store import AuditStore, RecordRow, RunAlarmRow, RunThresholdsRow
 
 log = logging.getLogger("assay.alarms")
-RULES = ("reward_up_heldout_down", "flag_rate", "length_growth", "timeouts_by_length", "diversity_collapse")
 METRIC_RUN_CHARS = 64
 OTHER_RUNS = "(other)"
 

@@ -7,9 +7,10 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from service.errors import Forbidden, Unauthenticated
 from service.store import AuditStore
 
 SCOPES = ("reward", "audit", "review", "admin")
@@ -66,13 +67,12 @@ def require_scope(scope: str):
         caller = request.scope.get(CALLER_SCOPE_KEY)
         if caller is None:
             if credentials is None:
-                raise HTTPException(401, "missing API key: send `Authorization: Bearer <key>`",
-                                    headers={"WWW-Authenticate": "Bearer"})
+                raise Unauthenticated("missing API key: send `Authorization: Bearer <key>`")
             caller = authenticate(request.app.state.store, credentials.credentials)
         if caller is None:
-            raise HTTPException(401, "invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"})
+            raise Unauthenticated("invalid or revoked API key")
         if scope not in caller.scopes and "admin" not in caller.scopes:
-            raise HTTPException(403, f"this API key lacks the {scope!r} scope")
+            raise Forbidden(f"this API key lacks the {scope!r} scope")
         request.state.key_id = caller.key_id  # for the access log line (never the key itself)
         return caller
 

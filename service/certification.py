@@ -26,10 +26,14 @@ from service.certification_schemas import (
     ProbeResult,
     ReferenceRun,
 )
-from service.engine import Engine, Resolved, TaskNotFound, gather_or_abort, task_error_at
+from service.errors import TaskNotFound
+from service.pipeline import Pipeline
+from service.pipeline.judge import gather_or_abort, job_for
+from service.pipeline.resolve import Resolved, caller_facing, resolve, task_error_at
+from service.pipeline.score import score
 from service.store import AuditStore, CertificateRow, VerifierDiffRow
 from verifiers.base import Probe, TaskInvalid, Verdict
-from verifiers.inspection import Generation, apply_policies
+from verifiers.inspection import Generation
 
 # The reference must finish within this share of the time the task allows one response.
 TIME_SHARE = 0.5
@@ -47,8 +51,8 @@ class Judgement:
 
 
 class Certifier:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
 
     async def certify(self, req: CertifyRequest, caller: Caller) -> CertifyResponse:
         resolved = await anyio.to_thread.run_sync(self._resolve_all, req.tasks)
@@ -64,7 +68,7 @@ class Certifier:
         out = []
         for i, item in enumerate(items):
             try:
-                out.append(self.engine.resolve(item, certified_only=False))
+                out.append(resolve(self.pipeline, item, certified_only=False))
             except TaskInvalid as exc:
                 raise task_error_at(exc, f"tasks[{i}]") from None
             except TaskNotFound as exc:
@@ -73,7 +77,7 @@ class Certifier:
 
     def _store_all(self, rows: list[CertificateRow]) -> None:
         for row in rows:
-            self.engine.store.add_certificate(row)
+            self.pipeline.store.add_certificate(row)
 
     def _certify_call(self, item: CertifyItem, resolved: Resolved, runs: int,
                       caller: Caller) -> Callable[[], Awaitable[CertificateRow]]:
@@ -95,14 +99,14 @@ class Certifier:
             # The first run shares a call with the probes (and pays any warm-up); each further run is a
             # call of its own, timed alone: those say how long the reference takes and whether it is stable.
             first = [reference] if reference is not None else []
-            judged = await self._judge(resolved, first + [p.response for p in live])
+            judged = await self._check(resolved, first + [p.response for p in live])
             if reference is not None:
                 reference_runs = judged[:1]
                 for _ in range(runs - 1):
-                    reference_runs += await self._judge(resolved, [reference])
+                    reference_runs += await self._check(resolved, [reference])
                 judged = judged[1:]
         except TaskInvalid as exc:
-            shown = self.engine.caller_facing(resolved, exc)
+            shown = caller_facing(resolved, exc)
             return self._row(resolved, ["task_invalid: " + str(shown)], [], [], caller)
         if reference is None:
             reasons.append(f"no_reference: the {verifier.name} family needs a `reference` for this task")
@@ -130,21 +134,21 @@ class Certifier:
             except TaskInvalid:
                 continue
             twin_resolved = Resolved(resolved.verifier, twin, None, twin.task_hash(), probe.excused_if_reference_passes)
-            if (await self._judge(twin_resolved, [reference]))[0].verdict is Verdict.correct:
+            if (await self._check(twin_resolved, [reference]))[0].verdict is Verdict.correct:
                 out.append(probe.name)
         return out
 
-    async def _judge(self, resolved: Resolved, responses: list[str]) -> list[Judgement]:
+    async def _check(self, resolved: Resolved, responses: list[str]) -> list[Judgement]:
         if not responses:
             return []
-        with self.engine.admitted(len(responses)):
-            judged = await self.engine.executor.judge(Engine.job(resolved, responses))
+        with self.pipeline.budget.hold(len(responses)):
+            judged = await self.pipeline.executor.run(job_for(resolved, responses))
         out = []
         for response, one in zip(responses, judged, strict=True):
-            outcome = apply_policies(resolved.task, Generation(response), one.outcome)
-            measured = (outcome.usage or {}).get("wall_s")
+            decision = score(resolved, Generation(response), one, with_feedback=False)
+            measured = (decision.outcome.usage or {}).get("wall_s")
             seconds = float(measured) if isinstance(measured, int | float) else one.duration_ms / 1000
-            out.append(Judgement(outcome.verdict, outcome.reward(resolved.task), one.duration_ms, seconds))
+            out.append(Judgement(decision.outcome.verdict, decision.reward, one.duration_ms, seconds))
         return out
 
     @staticmethod

@@ -8,8 +8,9 @@ import secrets
 import sys
 from typing import Any
 
+from service.auth import SCOPES
 from service.cli_certify import add_commands as add_certification_commands
-from service.config import Settings, build_sandbox
+from service.config import Settings
 
 
 def _store(settings: Settings):
@@ -124,50 +125,41 @@ def _read_items(path: str) -> list[dict[str, Any]]:
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
-    """Verify locally through the same verifiers and sandbox, without a server or records."""
+    """Verify locally through the same pipeline stages, verifiers and sandbox, without a server or records."""
+    import anyio
     from pydantic import ValidationError
 
     from sandboxes.base import SandboxBusy, SandboxUnavailable
-    from service.engine import Engine, Resolved, generation_of
+    from service.executors import create_local_executor
     from service.fingerprints import Fingerprints
     from service.metrics import Metrics
+    from service.pipeline import Pipeline, verify_locally
     from service.schemas import VerifyRequest
     from verifiers.base import TaskInvalid, UnknownVerifier
-    from verifiers.inspection import apply_policies
 
-    sandbox = build_sandbox(settings)
+    executor = create_local_executor(settings)
     # No records and no task ids here: nothing this prints is named by a deployment's fingerprint.
-    engine = Engine(settings, store=None, sandbox=sandbox, metrics=Metrics(),  # type: ignore[arg-type]
-                    fingerprints=Fingerprints(secrets.token_bytes(32)))
+    pipeline = Pipeline(settings, store=None, executor=executor, metrics=Metrics(),  # type: ignore[arg-type]
+                        fingerprints=Fingerprints(secrets.token_bytes(32)))
     status = 0
     try:
         for number, item in enumerate(_read_items(args.input), start=1):
             try:
                 req = VerifyRequest.model_validate(item)
-                resolved: Resolved = engine.resolve(req)
-                generation = generation_of(req.response)
-                judged = engine.judge(resolved, [generation.text])[0]
+                shown = anyio.run(verify_locally, pipeline, req)
             except (ValidationError, TaskInvalid, UnknownVerifier, SandboxBusy, SandboxUnavailable) as exc:
                 # Local use: the operator's own input, so the message is shown as it is.
                 print(json.dumps({"line": number, "error": str(exc)}))
                 status = 1
                 continue
-            outcome = apply_policies(resolved.task, generation, judged.outcome)
-            print(json.dumps({
-                "verifier": resolved.verifier.name, "verifier_version": resolved.verifier.version,
-                "reward": outcome.reward(resolved.task), "verdict": outcome.verdict.value,
-                "components": {c.name: {"value": c.value, "hard": c.hard} for c in outcome.components},
-                "evidence": outcome.evidence, "feedback": resolved.feedback(outcome, generation.text),
-                "flags": list(outcome.flag_map()),
-                "flag_evidence": outcome.flag_map(), "duration_ms": round(judged.duration_ms, 3),
-            }))
+            print(json.dumps(shown))
     finally:
-        sandbox.close()
+        executor.close()
     return status
 
 
 def _row_json(row: Any) -> dict[str, Any]:
-    from service.schemas import record_out
+    from service.pipeline.results import record_out
 
     return record_out(row).model_dump(mode="json")
 
@@ -275,17 +267,19 @@ def _export(store: Any, filters: dict[str, Any], out: Any) -> None:
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
-    from service.engine import Engine, TaskNotFound
+    from service.errors import NotFound
+    from service.executors import create_local_executor
     from service.metrics import Metrics
+    from service.pipeline import Pipeline
 
-    sandbox = build_sandbox(settings)
+    executor = create_local_executor(settings)
     try:
-        result = anyio.run(Engine(settings, _store(settings), sandbox, Metrics()).replay, args.record_id)
-    except TaskNotFound as exc:
+        result = anyio.run(Pipeline(settings, _store(settings), executor, Metrics()).replay, args.record_id)
+    except NotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
-        sandbox.close()
+        executor.close()
     print(json.dumps(result.model_dump(mode="json"), indent=2))
     print("same verdict" if result.same_verdict else "VERDICT DIFFERS", file=sys.stderr)
     return 0 if result.same_verdict else 3
@@ -302,7 +296,7 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
     from pydantic import ValidationError
 
     from service.auth import Caller
-    from service.engine import TaskNotFound
+    from service.errors import Rejected
     from service.inspection_schemas import LabelIn
     from service.review import add_label, review_queue, review_summary
 
@@ -318,7 +312,7 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
             body = LabelIn(label=args.label, corrected_verdict=args.verdict, pattern=args.pattern, note=args.note)
             author = args.author or f"cli:{getpass.getuser()}"
             _print_model(add_label(store, args.record_id, body, Caller("cli", frozenset({"review"}), author)))
-        except (ValidationError, TaskNotFound) as exc:
+        except (ValidationError, Rejected) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         return 0
@@ -327,14 +321,14 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
-    from service.engine import TaskNotFound
+    from service.errors import NotFound
     from service.evals import compare, eval_report
 
     store = _store(settings)
     try:
         _print_model(eval_report(store, args.eval_id) if args.eval_command == "report"
                      else compare(store, args.a, args.b))
-    except TaskNotFound as exc:
+    except NotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -370,12 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key and print it")
-    create.add_argument("--scopes", required=True, help="comma-separated: reward,audit,admin")
+    create.add_argument("--scopes", required=True, help=f"comma-separated: {','.join(SCOPES)}")
     create.add_argument("--name", default=None)
     create.set_defaults(func=cmd_keys_create)
     keys_sub.add_parser("list", help="list keys: id, scopes, name, created, revoked (never a secret)").set_defaults(
         func=cmd_keys_list)
-    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id: API calls and viewer sessions stop at once")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id: API calls and viewer sign-ins stop at once")
     revoke.add_argument("key_id")
     revoke.add_argument("--reason", default=None)
     revoke.add_argument("--by", default=None, help="who revokes (default: cli:<user>)")

@@ -19,7 +19,7 @@ import anyio
 from pydantic import ValidationError
 
 from service.auth import Caller
-from service.config import Settings, build_sandbox
+from service.config import Settings
 
 EXIT_QUARANTINED = 4
 EXIT_FLIPPED = 5
@@ -29,16 +29,17 @@ CLI_CALLER = Caller(key_id="cli", scopes=frozenset({"admin"}), name="cli")
 
 
 @contextmanager
-def local_engine(settings: Settings) -> Iterator[Any]:
-    from service.engine import Engine
+def local_pipeline(settings: Settings) -> Iterator[Any]:
+    from service.executors import create_local_executor
     from service.metrics import Metrics
+    from service.pipeline import Pipeline
     from service.store import AuditStore
 
-    sandbox = build_sandbox(settings)
+    executor = create_local_executor(settings)
     try:
-        yield Engine(settings, AuditStore(settings.database_url), sandbox, Metrics())
+        yield Pipeline(settings, AuditStore(settings.database_url), executor, Metrics())
     finally:
-        sandbox.close()
+        executor.close()
 
 
 def cmd_tasks_certify(args: argparse.Namespace, settings: Settings) -> int:
@@ -56,8 +57,8 @@ def cmd_tasks_certify(args: argparse.Namespace, settings: Settings) -> int:
     out = sys.stdout if args.out in (None, "-") else open(args.out, "w")  # noqa: SIM115 - closed below
     counts = {"certified": 0, "quarantined": 0}
     try:
-        with local_engine(settings) as engine:
-            certifier = Certifier(engine)
+        with local_pipeline(settings) as pipeline:
+            certifier = Certifier(pipeline)
             for start in range(0, len(items), MAX_CERTIFY_TASKS):
                 req = CertifyRequest(tasks=items[start:start + MAX_CERTIFY_TASKS], runs=args.runs)
                 done = anyio.run(certifier.certify, req, CLI_CALLER)
@@ -79,8 +80,8 @@ def cmd_verifier_diff(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         req = DiffRequest(sample=args.sample, since=args.since)
-        with local_engine(settings) as engine:
-            report = anyio.run(VerifierDiff(engine).run, args.verifier, req, CLI_CALLER)
+        with local_pipeline(settings) as pipeline:
+            report = anyio.run(VerifierDiff(pipeline).run, args.verifier, req, CLI_CALLER)
     except (ValidationError, UnknownVerifier) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -10,9 +10,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sandboxes.base import Sandbox, SandboxUnavailable
-from sandboxes.factory import create_sandbox
-from sandboxes.remote import read_secret
+from sandboxes.factory import SandboxConfig
 from sandboxes.warm import WorkerTimings
 
 
@@ -118,22 +116,18 @@ class Settings(BaseSettings):
         """External services handed to verifiers in their VerifyContext."""
         return {"sql_postgres": self.sql_postgres_url} if self.sql_postgres_url else {}
 
+    def sandbox_config(self, workers: int | None = None) -> SandboxConfig:
+        """The one sandbox configuration: the local executor and every Ray node build from it
+        (`workers`: a Ray node's own count, ASSAY_RAY_SANDBOX_WORKERS)."""
+        timings = WorkerTimings(start_timeout_s=self.sandbox_start_timeout_s, host_grace_s=self.sandbox_host_grace_s,
+                                acquire_timeout_s=self.sandbox_acquire_timeout_s)
+        return SandboxConfig(
+            backend=self.sandbox, workers=workers or self.sandbox_workers, image=self.sandbox_image,
+            unsafe_no_isolation=self.unsafe_no_isolation, timings=timings, host_label=self.sandbox_host,
+            container_max_jobs=self.sandbox_container_max_jobs, runtime=self.docker_runtime,
+            sandboxd_url=self.sandboxd_url,
+            sandboxd_secret_file=None if self.sandboxd_secret_file is None else str(self.sandboxd_secret_file))
+
     @cached_property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
-
-
-def build_sandbox(settings: Settings) -> Sandbox:
-    """The configured sandbox backend, every setting passed down."""
-    timings = WorkerTimings(start_timeout_s=settings.sandbox_start_timeout_s,
-                            host_grace_s=settings.sandbox_host_grace_s,
-                            acquire_timeout_s=settings.sandbox_acquire_timeout_s)
-    secret = None
-    if settings.sandbox == "remote":
-        if settings.sandboxd_url is None or settings.sandboxd_secret_file is None:
-            raise SandboxUnavailable("ASSAY_SANDBOX=remote needs ASSAY_SANDBOXD_URL and ASSAY_SANDBOXD_SECRET_FILE")
-        secret = read_secret(settings.sandboxd_secret_file)
-    return create_sandbox(settings.sandbox, workers=settings.sandbox_workers, image=settings.sandbox_image,
-                          unsafe_no_isolation=settings.unsafe_no_isolation, timings=timings,
-                          host_label=settings.sandbox_host, container_max_jobs=settings.sandbox_container_max_jobs,
-                          runtime=settings.docker_runtime, url=settings.sandboxd_url, secret=secret)

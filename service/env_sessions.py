@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import delete, func, or_, select, update
 
 from service.config import Settings
+from service.errors import EnvSessionConflict, EnvSessionLimit, EnvSessionNotFound, EnvSessionsFull, EnvSessionTooLarge
 from service.store import AuditStore, EnvSessionRow
 from verifiers.tool_state.env import Environment, Event
 from verifiers.tool_state.packs import get_pack
@@ -37,26 +38,6 @@ from verifiers.tool_state.task import ToolStateTask
 
 # How often a step re-reads and re-runs after another replica changed the session first.
 STEP_ATTEMPTS = 8
-
-
-class EnvSessionNotFound(LookupError):
-    pass
-
-
-class EnvSessionConflict(Exception):
-    """The session cannot take this call now (finished, full, or being finished)."""
-
-
-class EnvSessionLimit(Exception):
-    """Too many open sessions. `retry_later` when the service-wide cap (not the key's) was hit."""
-
-    def __init__(self, message: str, retry_later: bool) -> None:
-        super().__init__(message)
-        self.retry_later = retry_later
-
-
-class EnvSessionTooLarge(ValueError):
-    """The task's state is over what a session may hold (a 422 naming the field)."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +88,10 @@ class EnvSessionStore:
             live = select(func.count()).select_from(EnvSessionRow).where(EnvSessionRow.result.is_(None))
             if (s.scalar(live.where(EnvSessionRow.caller_key_id == key_id)) or 0) >= self.max_per_key:
                 raise EnvSessionLimit(f"this API key has {self.max_per_key} open environment sessions (the limit); "
-                                      "finish or delete one first", retry_later=False)
+                                      "finish or delete one first")
             if (s.scalar(live) or 0) >= self.max_sessions:
-                raise EnvSessionLimit(f"the service holds {self.max_sessions} open environment sessions (the "
-                                      "limit); retry later", retry_later=True)
+                raise EnvSessionsFull(f"the service holds {self.max_sessions} open environment sessions (the "
+                                      "limit); retry later")
             row = EnvSessionRow(id=f"env_{secrets.token_urlsafe(16)}", caller_key_id=key_id, opened=opened,
                                 calls=[], trace_chars=0, version=0, touched_at=now)
             s.add(row)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from service.auth import Caller
-from service.engine import Engine, TaskNotFound
+from service.errors import EvalNotFound, TaskNotFound
 from service.eval_metrics import Vote, bootstrap_difference, maj_at_k, mean, pass_at_k
 from service.inspection_schemas import (
     Difference,
@@ -22,11 +22,12 @@ from service.inspection_schemas import (
     TokenBucket,
 )
 from service.packing import check_fits, pack
+from service.pipeline import Pipeline
+from service.pipeline.resolve import resolve
 from service.schemas import AdvantageOptions, GroupsRequest
 from service.store import AuditStore, EvalRow, RecordRow
+from verifiers.math.detectors import FALSE_STEP
 
-FALSE_STEP = "false_step"
-TRUNCATED = "truncated"
 # Upper edges of the token buckets of accuracy_by_tokens (a last bucket takes the rest).
 TOKEN_EDGES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 # Evidence keys that hold a response's extracted, normalised answer (math first).
@@ -45,37 +46,44 @@ class TaskSample:
         return [r for r in self.rows if r.verdict != "error"]
 
 
-async def run_eval(engine: Engine, body: EvalIn, caller: Caller) -> EvalOut:
+async def run_eval(pipeline: Pipeline, body: EvalIn, caller: Caller) -> EvalOut:
+    """Every task is resolved and the work packed before anything runs (in a worker thread:
+    registered tasks are read from the store), so a bad task is a 4xx and logs nothing; then
+    each pack goes through the pipeline; then the report is read from the records."""
     eval_id = uuid.uuid4().hex
+    plan = await anyio.to_thread.run_sync(_plan, pipeline, body)
     layout: dict[str, list[str]] = {}
-    # Every task is resolved before anything runs (off the event loop: registered tasks are
-    # read from the store), so a bad task is a 4xx and logs nothing.
-    settings = engine.settings
+    for family, requests in plan:
+        group_ids = layout.setdefault(family, [])
+        for request in requests:
+            answer = await pipeline.groups(request, caller, eval_id=eval_id)
+            group_ids += [g.group_id for g in answer.groups]
+    row = EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint, caller_key_id=caller.key_id, layout=layout)
+    await anyio.to_thread.run_sync(pipeline.store.add_eval, row)
+    return await anyio.to_thread.run_sync(eval_report, pipeline.store, eval_id)
+
+
+def _plan(pipeline: Pipeline, body: EvalIn) -> list[tuple[str, list[GroupsRequest]]]:
+    """Per family, its groups packed into requests within the service's limits. Blocking."""
+    settings = pipeline.settings
     for family, specs in body.families.items():
         check_fits([(f"families.{family}[{i}].responses", len(spec.responses)) for i, spec in enumerate(specs)],
                    settings.max_inflight_responses)
-    await anyio.to_thread.run_sync(_resolve_all, engine, body)
-    for family, specs in body.families.items():
-        group_ids = layout.setdefault(family, [])
-        for indices in pack([len(spec.responses) for spec in specs], settings.max_groups,
-                            settings.max_inflight_responses):
-            chunk = [specs[i].model_copy(update={"group_id": uuid.uuid4().hex}) for i in indices]
-            answer = await engine.groups(GroupsRequest.model_construct(groups=chunk, advantage=AdvantageOptions(),
-                                                                       run=body.run),
-                                         caller, eval_id=eval_id)
-            group_ids += [g.group_id for g in answer.groups]
-    row = EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint, caller_key_id=caller.key_id, layout=layout)
-    await anyio.to_thread.run_sync(engine.store.add_eval, row)
-    return await anyio.to_thread.run_sync(eval_report, engine.store, eval_id)
-
-
-def _resolve_all(engine: Engine, body: EvalIn) -> None:
     for family, specs in body.families.items():
         for index, spec in enumerate(specs):
             try:
-                engine.resolve(spec)
+                resolve(pipeline, spec)
             except TaskNotFound as exc:
                 raise TaskNotFound(f"families.{family}[{index}].task_id: {exc}") from None
+    plan = []
+    for family, specs in body.families.items():
+        requests = []
+        for indices in pack([len(spec.responses) for spec in specs], settings.max_groups,
+                            settings.max_inflight_responses):
+            chunk = [specs[i].model_copy(update={"group_id": uuid.uuid4().hex}) for i in indices]
+            requests.append(GroupsRequest.model_construct(groups=chunk, advantage=AdvantageOptions(), run=body.run))
+        plan.append((family, requests))
+    return plan
 
 
 def _samples(store: AuditStore, run: EvalRow) -> dict[str, list[TaskSample]]:
@@ -90,7 +98,7 @@ def _samples(store: AuditStore, run: EvalRow) -> dict[str, list[TaskSample]]:
 def eval_report(store: AuditStore, eval_id: str) -> EvalOut:
     run = store.eval_run(eval_id)
     if run is None:
-        raise TaskNotFound(f"evaluation {eval_id!r} not found")
+        raise EvalNotFound(f"evaluation {eval_id!r} not found")
     families = _samples(store, run)
     everything = [t for tasks in families.values() for t in tasks]
     # The records' receipts in write order (the order the run's results were made), where the store can sign.
@@ -194,7 +202,7 @@ def compare(store: AuditStore, a_id: str, b_id: str) -> EvalComparison:
     for eval_id in (a_id, b_id):
         run = store.eval_run(eval_id)
         if run is None:
-            raise TaskNotFound(f"evaluation {eval_id!r} not found")
+            raise EvalNotFound(f"evaluation {eval_id!r} not found")
         runs.append(_samples(store, run))
     a, b = runs
     families = {name: _compare_tasks(a[name], b[name]) for name in sorted(set(a) & set(b))}

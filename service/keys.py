@@ -1,6 +1,6 @@
 """Listing and revoking API keys. A revocation is an INSERT into the append-only
 `key_revocations` table (key id, time, by whom, why): `api_keys` is never updated. Every
-key check (API, `?api_key=`, viewer sessions) reads it, so a revoked key stops at once on
+key check (API, `?api_key=`, viewer sign-ins) reads it, so a revoked key stops at once on
 every replica."""
 
 from __future__ import annotations
@@ -10,13 +10,10 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 
+from service.errors import KeyNotFound
 from service.schemas import UnicodeText
 from service.store import ApiKeyRow, AuditStore, KeyRevocationRow
 from service.validation import printable
-
-
-class KeyNotFound(LookupError):
-    pass
 
 
 class KeyOut(BaseModel):

@@ -32,12 +32,13 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics import MetricWrapperBase
 
 from verifiers.base import FLAG_NAME, UnknownVerifier
+from verifiers.inspection import TRUNCATED
 from verifiers.registry import get as get_verifier
 
 # Flag labels: a verifier's declared vocabulary (Verifier.flag_names) plus the flags every
 # verifier may carry; a verifier without one gets at most MAX_FLAG_LABELS names, each a
 # well-formed flag name. Any other flag is counted under OTHER_FLAG.
-SHARED_FLAGS = frozenset({"truncated", "sandbox_error", "sandbox_busy", "verifier_error", "executor_error",
+SHARED_FLAGS = frozenset({TRUNCATED, "sandbox_error", "sandbox_busy", "verifier_error", "executor_error",
                           "executor_timeout"})
 MAX_FLAG_LABELS = 64
 OTHER_FLAG = "other"

@@ -1,10 +1,10 @@
-"""Split a long list of groups into requests the engine can take at once."""
+"""Split a long list of groups into requests the pipeline can take at once."""
 
 from __future__ import annotations
 
+from service.errors import TooBigToFit
 
-class TooBigToFit(ValueError):
-    """One group alone holds more responses than may ever be in flight."""
+__all__ = ["TooBigToFit", "check_fits", "pack"]
 
 
 def check_fits(groups: list[tuple[str, int]], max_responses: int) -> None:
@@ -17,7 +17,7 @@ def check_fits(groups: list[tuple[str, int]], max_responses: int) -> None:
 
 def pack(sizes: list[int], max_groups: int, max_responses: int) -> list[list[int]]:
     """Consecutive group indices, at most `max_groups` groups and `max_responses` responses
-    per pack. A group larger than `max_responses` goes alone (the engine then names the limit)."""
+    per pack. A group larger than `max_responses` goes alone (the pipeline then names the limit)."""
     packs: list[list[int]] = []
     current: list[int] = []
     total = 0

@@ -8,7 +8,7 @@ import random
 import uuid
 
 from service.auth import Caller
-from service.engine import TaskNotFound
+from service.errors import LabelLimit, RecordNotFound
 from service.inspection_schemas import (
     LabelIn,
     LabelOut,
@@ -44,17 +44,13 @@ def label_out(row: LabelRow) -> LabelOut:
                     label=row.label, corrected_verdict=row.corrected_verdict, pattern=row.pattern, note=row.note)
 
 
-class LabelLimit(Exception):
-    """The record already carries the most labels one record may have."""
-
-
 MAX_LABELS_PER_RECORD = 100
 
 
 def add_label(store: AuditStore, record_id: str, body: LabelIn, caller: Caller,
               max_labels: int = MAX_LABELS_PER_RECORD) -> LabelOut:
     if store.record(record_id) is None:
-        raise TaskNotFound(f"record {record_id!r} not found")
+        raise RecordNotFound(f"record {record_id!r} not found")
     if len(store.labels([record_id])) >= max_labels:
         raise LabelLimit(f"record {record_id!r} already carries {max_labels} labels (max_labels_per_record)")
     row = LabelRow(id=uuid.uuid4().hex, record_id=record_id, author=caller.author, author_key_id=caller.key_id,
@@ -65,7 +61,7 @@ def add_label(store: AuditStore, record_id: str, body: LabelIn, caller: Caller,
 
 def record_labels(store: AuditStore, record_id: str) -> list[LabelOut]:
     if store.record(record_id) is None:
-        raise TaskNotFound(f"record {record_id!r} not found")
+        raise RecordNotFound(f"record {record_id!r} not found")
     return [label_out(row) for row in store.labels([record_id])]
 
 

@@ -77,10 +77,6 @@ def run_records(store: AuditStore, run_id: str) -> tuple[int, int | None, int | 
     return n, lo, hi
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or not b else a / b
-
-
 class StepCache:
     """Computed steps, kept while their records are unchanged. Records are append-only, so a
     step's (record count, last seq) — read from the index (run_id, run_step, seq) — says

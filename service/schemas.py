@@ -1,19 +1,16 @@
 """Request and response models at the HTTP edge (pydantic v2). Limits that depend on
-settings (group size, response length) are checked by the engine with clear messages."""
+settings (group size, response length) are checked by the pipeline (service/pipeline/admit.py) with clear messages."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.validation import bad_value, check_groups, current_limits
 from verifiers import registry
 from verifiers.base import Verdict
-
-if TYPE_CHECKING:
-    from service.store import RecordRow
 
 
 class UnicodeText(BaseModel):
@@ -237,22 +234,6 @@ class RecordOut(BaseModel):
     masked: bool = False
     eval_id: str | None = None
     run: RunTag | None = None
-
-
-def record_out(row: RecordRow) -> RecordOut:
-    """A stored record as the API shows it."""
-    return RecordOut(
-        id=row.id, seq=row.seq, created_at=row.created_at, request_id=row.request_id,
-        caller_key_id=row.caller_key_id, task_id=row.task_id, task_hash=row.task_hash, task=row.task_public,
-        verifier=row.verifier, verifier_version=row.verifier_version, response_hash=row.response_hash,
-        response=row.response, components=row.components, reward=row.reward, verdict=row.verdict,
-        evidence=row.evidence, feedback=row.feedback, flags=row.flags or [], sandbox_backend=row.sandbox_backend,
-        usage=row.usage,
-        duration_ms=row.duration_ms, group_id=row.group_id, group_index=row.group_index,
-        flag_evidence=row.flag_evidence or {}, tokens=row.tokens, finish_reason=row.finish_reason,
-        masked=bool(row.masked), eval_id=row.eval_id,
-        run=RunTag(id=row.run_id, step=row.run_step) if row.run_id is not None and row.run_step is not None else None,
-    )
 
 
 class RecordPage(BaseModel):

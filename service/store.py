@@ -43,6 +43,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from sqlalchemy.sql.elements import ColumnElement
 
 from service import migrations
+from service.errors import IdempotencyConflict, TaskConflict
 
 if TYPE_CHECKING:
     from service.signing import Signer
@@ -328,14 +329,6 @@ class VerifierDiffRow(Base):
     caller_key_id: Mapped[str | None] = mapped_column(String(64))
 
 
-class TaskConflict(Exception):
-    """A task id is already registered with different content."""
-
-
-class IdempotencyConflict(Exception):
-    """An idempotency key was reused with a different request."""
-
-
 def new_record_id() -> str:
     return uuid.uuid4().hex
 
@@ -484,10 +477,6 @@ class AuditStore:
             blob = s.get(TaskBlobRow, row.task_hash)
             assert blob is not None
             return row, blob
-
-    def registered_tasks(self, limit: int = 100) -> list[RegisteredTaskRow]:
-        with self.db() as s:
-            return list(s.scalars(select(RegisteredTaskRow).order_by(RegisteredTaskRow.created_at).limit(limit)))
 
     # ------------------------------------------------------------- certificates
 

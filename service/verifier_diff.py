@@ -17,12 +17,15 @@ import anyio
 
 from service.auth import Caller
 from service.certification_schemas import DiffRequest, Transition, VerifierDiffOut
-from service.engine import Engine, Resolved, gather_or_abort
+from service.pipeline import Pipeline
+from service.pipeline.judge import gather_or_abort, job_for
+from service.pipeline.resolve import Resolved
+from service.pipeline.score import score
 from service.review import wilson_interval
 from service.store import RecordRow, VerifierDiffRow
 from verifiers import registry
 from verifiers.base import TaskInvalid
-from verifiers.inspection import Generation, apply_policies
+from verifiers.inspection import Generation
 
 # Each verdict's share of the sample: equal, so rare verdicts (violation, timeout) are seen.
 STRATA = ("correct", "incorrect", "invalid_format", "violation", "timeout")
@@ -31,14 +34,14 @@ REWARD_EPS = 1e-6
 
 
 class VerifierDiff:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
 
     async def run(self, verifier_name: str, req: DiffRequest, caller: Caller | None) -> VerifierDiffOut:
         verifier = registry.get(verifier_name)
         per_verdict = max(1, -(-req.sample // len(STRATA)))
         rows = await anyio.to_thread.run_sync(
-            lambda: self.engine.store.sample_for_replay(verifier.name, per_verdict, req.since))
+            lambda: self.pipeline.store.sample_for_replay(verifier.name, per_verdict, req.since))
         rows = rows[:req.sample]
         by_task: dict[str, list[RecordRow]] = defaultdict(list)
         for row in rows:
@@ -49,13 +52,13 @@ class VerifierDiff:
         row = VerifierDiffRow(id=report.id, created_at=report.created_at, verifier=verifier.name,
                               verifier_version=verifier.version, report=report.model_dump(mode="json"),
                               caller_key_id=caller.key_id if caller else None)
-        await anyio.to_thread.run_sync(self.engine.store.add_verifier_diff, row)
+        await anyio.to_thread.run_sync(self.pipeline.store.add_verifier_diff, row)
         return report
 
     def _replay_task(self, task_hash: str, rows: list[RecordRow],
                      outcomes: dict[str, tuple[str, float]]) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
-            blob = await anyio.to_thread.run_sync(self.engine.store.task_blob, task_hash)
+            blob = await anyio.to_thread.run_sync(self.pipeline.store.task_blob, task_hash)
             if blob is None:
                 outcomes.update((r.id, ("task_missing", float("nan"))) for r in rows)
                 return
@@ -64,15 +67,15 @@ class VerifierDiff:
                 task = verifier.parse_task(blob.task)
                 resolved = Resolved(verifier, task, rows[0].task_id, task_hash, blob.task)
                 responses = [r.response or "" for r in rows]
-                with self.engine.admitted(len(rows)):
-                    judged = await self.engine.executor.judge(Engine.job(resolved, responses))
+                with self.pipeline.budget.hold(len(rows)):
+                    judged = await self.pipeline.executor.run(job_for(resolved, responses))
             except TaskInvalid:
                 outcomes.update((r.id, ("task_invalid", float("nan"))) for r in rows)
                 return
             for row, one in zip(rows, judged, strict=True):
-                outcome = apply_policies(task, Generation(row.response or "", row.tokens, row.finish_reason),
-                                         one.outcome)
-                outcomes[row.id] = (outcome.verdict.value, outcome.reward(task))
+                decision = score(resolved, Generation(row.response or "", row.tokens, row.finish_reason), one,
+                                 with_feedback=False)
+                outcomes[row.id] = (decision.verdict, decision.reward)
         return run
 
 

@@ -18,13 +18,10 @@ from __future__ import annotations
 from typing import Literal
 
 from service.auth import Caller
+from service.errors import EvidenceForbidden
 from service.schemas import VerifyResult
 
 View = Literal["full", "feedback"]
-
-
-class EvidenceForbidden(PermissionError):
-    """Full evidence of a registered task was asked for by a key without the `audit` scope."""
 
 
 def choose(caller: Caller, registered: bool, requested: View | None, where: str = "evidence") -> View:

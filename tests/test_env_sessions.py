@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from service.config import Settings
-from service.env_sessions import (
+from service.env_sessions import EnvSessionStore
+from service.errors import (
     EnvSessionConflict,
     EnvSessionLimit,
     EnvSessionNotFound,
-    EnvSessionStore,
+    EnvSessionsFull,
     EnvSessionTooLarge,
+    RetryLater,
 )
 from service.store import AuditStore
 from verifiers import registry
@@ -51,11 +53,11 @@ def test_sessions_expire_on_the_clock_and_the_caps_hold(settings: Settings) -> N
     sessions.open("k1", {"task": raw}, task)
     with pytest.raises(EnvSessionLimit, match="this API key has 2") as per_key:
         sessions.open("k1", {"task": raw}, task)
-    assert per_key.value.retry_later is False
+    assert not isinstance(per_key.value, RetryLater)  # this key must finish one: no retry helps
     sessions.open("k2", {"task": raw}, task)
-    with pytest.raises(EnvSessionLimit, match="the service holds 3") as total:
+    with pytest.raises(EnvSessionsFull, match="the service holds 3") as total:
         sessions.open("k3", {"task": raw}, task)
-    assert total.value.retry_later is True  # the route adds Retry-After from the settings
+    assert isinstance(total.value, RetryLater)  # answered with Retry-After from the settings
     with pytest.raises(EnvSessionNotFound):
         sessions.get(first.id, "k2")  # another key's session reads as missing
     clock.now += 9

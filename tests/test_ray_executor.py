@@ -308,3 +308,38 @@ def test_the_replica_process_runs_no_sandbox(servers: dict[str, Any]) -> None:
     below = descendants(servers["a"].proc.pid)[1:]
     names = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in below if Path(f"/proc/{pid}/comm").exists()]
     assert "bwrap" not in names, names
+
+
+def test_a_node_whose_sandbox_cannot_start_is_a_503_as_on_local(
+        net: PrivateNet, cluster: RayCluster, database: tuple[str, str], servers: dict[str, Any],
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The saturation rule is the same on every executor: a node that has no sandbox for the
+    call (here `remote` without a runner to reach) answers so, and the replica says 503 +
+    Retry-After, as a local executor does, instead of logging verdict `error`."""
+    _, url = database
+    env = {"ASSAY_DATABASE_URL": url, "HOME": cluster.env["HOME"], "RAY_USAGE_STATS_ENABLED": "0",
+           "ASSAY_EXECUTOR": "ray", "ASSAY_RAY_ADDRESS": cluster.address, "ASSAY_SANDBOX": "remote",
+           "ASSAY_RETRY_AFTER_S": "9"}
+    broken = UdsServer(net, tmp_path_factory.mktemp("ray-no-sandbox"), env)
+    request_id = f"no-sandbox-{uuid.uuid4().hex}"
+    try:
+        with broken.client(servers["key"]) as c:
+            reply = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "2"}, "response": r"\boxed{2}",
+                                               "request_id": request_id})
+        assert reply.status_code == 503, reply.text
+        assert reply.headers["Retry-After"] == "9"
+        assert "ASSAY_SANDBOXD_URL" in reply.json()["detail"]
+    finally:
+        broken.stop()
+    here, _ = database
+    engine = sa.create_engine(here)
+    with engine.connect() as conn:
+        logged = conn.execute(sa.text("SELECT count(*) FROM records WHERE request_id = :r"),
+                              {"r": request_id}).scalar_one()
+    engine.dispose()
+    assert logged == 0  # nothing was logged: retrying loses nothing
+    # The same request on a replica whose nodes have their sandbox gets its reward.
+    with servers["a"].client(servers["key"]) as c:
+        honest = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "2"}, "response": r"\boxed{2}",
+                                            "request_id": request_id})
+    assert honest.status_code == 200 and honest.json()["reward"] == 1.0

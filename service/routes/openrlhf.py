@@ -16,14 +16,16 @@ import json
 import re
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from service.auth import Caller, require_scope
 from service.config import Settings
+from service.deps import PipelineDep
+from service.errors import RequestInvalid, Saturated, TooBigToFit, Unverified, problems, responses, summary
 from service.packing import check_fits, pack
-from service.schemas import ErrorOut, GroupSpec, GroupsRequest, Receipt, ResponseIn, RunTag, TaskRef, UnicodeText
+from service.schemas import GroupSpec, GroupsRequest, Receipt, ResponseIn, RunTag, TaskRef, UnicodeText
 from service.validation import check_length, current_limits
 from trainer_client.grouping import consecutive_runs
 
@@ -96,9 +98,9 @@ def task_of(label: Any, verifier: str, index: int) -> dict[str, Any]:
             return {"verifier": label.get("verifier", verifier), "task_id": label["task_id"]}
         if "task" in label:
             return {"verifier": label.get("verifier", verifier), "task": label["task"]}
-        raise HTTPException(422, f"labels[{index}]: an object label needs `task_id` or `task`")
+        raise RequestInvalid(f"labels[{index}]: an object label needs `task_id` or `task`")
     if label is None:
-        raise HTTPException(422, f"labels[{index}]: missing label")
+        raise RequestInvalid(f"labels[{index}]: missing label")
     return {"verifier": verifier, "task": {"answer": str(label)}}
 
 
@@ -107,8 +109,7 @@ def checked_task(spec: dict[str, Any], index: int) -> dict[str, Any]:
     try:
         TaskRef.model_validate(spec)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'label'}: {e['msg']}" for e in exc.errors())
-        raise HTTPException(422, f"labels[{index}]: {problems}") from None
+        raise RequestInvalid(f"labels[{index}]: {summary(problems(exc.errors(), empty='label'))}") from None
     return spec
 
 
@@ -117,11 +118,11 @@ def _run_of(run_id: str | None, run_step: int | None) -> RunTag | None:
     if run_id is None and run_step is None:
         return None
     if run_id is None or run_step is None:
-        raise HTTPException(422, "run_id, run_step: give both or neither")
+        raise RequestInvalid("run_id, run_step: give both or neither")
     try:
         return RunTag(id=run_id, step=run_step)
     except ValidationError as exc:
-        raise HTTPException(422, f"run_id: {exc.errors()[0]['msg']}") from None
+        raise RequestInvalid(f"run_id: {exc.errors()[0]['msg']}") from None
 
 
 Chunk = list[tuple[dict[str, Any], list[int]]]
@@ -137,9 +138,9 @@ def _chunks(specs: list[dict[str, Any]], settings: Settings) -> list[Chunk]:
     return [[groups[i] for i in indices] for indices in packs]
 
 
-@router.post("/openrlhf", response_model=OpenRLHFResponse, responses={401: {"model": ErrorOut},
-                                                                       422: {"model": ErrorOut}})
-async def openrlhf(body: OpenRLHFRequest, request: Request,
+@router.post("/openrlhf", response_model=OpenRLHFResponse,
+             responses=responses(RequestInvalid, TooBigToFit, Saturated, Unverified))
+async def openrlhf(body: OpenRLHFRequest, pipeline: PipelineDep,
                    verifier: str = Query("math", description="Verifier for plain-answer labels."),
                    error_policy: Literal["zero", "raise"] = Query(
                        "zero", description="`error` verdicts: reward 0 (counted in extra_logs.error) or HTTP 503."),
@@ -152,33 +153,31 @@ async def openrlhf(body: OpenRLHFRequest, request: Request,
     for name in ("prompts", "labels"):
         value = getattr(body, name)
         if value is not None and len(value) != n:
-            raise HTTPException(422, f"{name}: {len(value)} items for {n} queries")
+            raise RequestInvalid(f"{name}: {len(value)} items for {n} queries")
     prompts = body.prompts or [None] * n
     responses = [_cut(q, p) for q, p in zip(body.query, prompts, strict=True)]
     specs = [checked_task(task_of(label, verifier, i), i) for i, label in enumerate(body.labels)]
-    engine = request.app.state.engine
     # OpenRLHF retries without an idempotency key: the body itself identifies a retry.
     base_key = "openrlhf:" + hashlib.sha256(
         json.dumps([[q if isinstance(q, str) else q.model_dump() for q in body.query], body.prompts, body.labels,
                     verifier, *([run.model_dump()] if run else [])], default=str).encode()).hexdigest()
     results: list[Any] = [None] * n
-    chunks = _chunks(specs, engine.settings)
+    chunks = _chunks(specs, pipeline.settings)
     for ci, chunk in enumerate(chunks):
         req = GroupsRequest(groups=[GroupSpec(**spec, responses=[responses[i] for i in idx]) for spec, idx in chunk],
                             run=run)
-        answer = await engine.groups(req, caller, f"{base_key}:{ci}")
+        answer = await pipeline.groups(req, caller, f"{base_key}:{ci}")
         for (_, idx), group in zip(chunk, answer.groups, strict=True):
             if group.error is not None:
                 # The task was found invalid while verifying: those samples have no result.
                 if error_policy == "raise":
-                    raise HTTPException(422, f"labels[{idx[0]}]: {group.error.message}")
+                    raise RequestInvalid(f"labels[{idx[0]}]: {group.error.message}")
                 continue
             for i, result in zip(idx, group.results, strict=True):
                 results[i] = result
     errors = [r is None or r.verdict == "error" for r in results]
     if error_policy == "raise" and any(errors):
-        raise HTTPException(503, f"{sum(errors)} responses could not be verified (verdict error)",
-                            headers={"Retry-After": str(engine.settings.retry_after_s)})
+        raise Unverified(f"{sum(errors)} responses could not be verified (verdict error)")
     rewards = [0.0 if err else float(r.reward) for r, err in zip(results, errors, strict=True)]
     logs = {
         "correct": [float(r is not None and r.verdict == "correct") for r in results],

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
+
+from service.deps import SignerDep
 
 router = APIRouter(prefix="/v1/receipts", tags=["rewards"])
 
@@ -16,7 +18,7 @@ class ReceiptKeyOut(BaseModel):
 
 
 @router.get("/key", response_model=ReceiptKeyOut)
-async def receipt_key(request: Request) -> ReceiptKeyOut:
+async def receipt_key(signer: SignerDep) -> ReceiptKeyOut:
     """The public key of this deployment. Public: it lets anyone check a receipt, not make one.
     Pin it in the trainer from a channel you trust (`assay receipts key` on the server)."""
-    return ReceiptKeyOut(**request.app.state.signer.public_info())
+    return ReceiptKeyOut(**signer.public_info())

@@ -6,12 +6,14 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
-from service.auth import Caller, require_scope
-from service.engine import TaskNotFound
-from service.schemas import ErrorOut, RecordOut, RecordPage, ReplayOut, record_out
+from service.auth import Caller
+from service.deps import AuditCaller, PipelineDep, StoreDep
+from service.errors import RecordNotFound, RequestInvalid, responses
+from service.pipeline.results import record_out
+from service.schemas import RecordOut, RecordPage, ReplayOut
 from verifiers.base import Verdict
 
 router = APIRouter(prefix="/v1/records", tags=["audit"])
@@ -42,23 +44,20 @@ class RecordFilters:
 # Routes that read the store are plain functions: FastAPI runs them on its thread pool,
 # so a database call never holds the event loop.
 @router.get("", response_model=RecordPage)
-def list_records(request: Request, filters: RecordFilters = Depends(),
+def list_records(store: StoreDep, caller: AuditCaller, filters: RecordFilters = Depends(),
                  after: int | None = Query(None, ge=0, le=MAX_SEQ,
                                            description="Cursor: `next_cursor` of the previous page."),
-                 limit: int = Query(100, ge=1, le=1000),
-                 caller: Caller = Depends(require_scope("audit"))) -> RecordPage:
+                 limit: int = Query(100, ge=1, le=1000)) -> RecordPage:
     """Records in write order, filtered and paginated."""
-    rows = request.app.state.store.query(after_seq=after, limit=limit, **filters.scoped(caller))
+    rows = store.query(after_seq=after, limit=limit, **filters.scoped(caller))
     return RecordPage(records=[record_out(r) for r in rows],
                       next_cursor=rows[-1].seq if len(rows) == limit else None)
 
 
 @router.get("/export", response_class=StreamingResponse,
             responses={200: {"content": {"application/x-ndjson": {}}, "description": "One record per line."}})
-async def export_records(request: Request, filters: RecordFilters = Depends(),
-                         caller: Caller = Depends(require_scope("audit"))) -> StreamingResponse:
+async def export_records(store: StoreDep, caller: AuditCaller, filters: RecordFilters = Depends()) -> StreamingResponse:
     """All matching records as JSON Lines."""
-    store = request.app.state.store
     values = filters.scoped(caller)
 
     def lines() -> Iterator[str]:
@@ -76,15 +75,15 @@ async def export_records(request: Request, filters: RecordFilters = Depends(),
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
-@router.get("/{record_id}", response_model=RecordOut, responses={404: {"model": ErrorOut}})
-def get_record(record_id: str, request: Request, _: Caller = Depends(require_scope("audit"))) -> RecordOut:
-    row = request.app.state.store.record(record_id)
+@router.get("/{record_id}", response_model=RecordOut, responses=responses(RecordNotFound))
+def get_record(record_id: str, store: StoreDep, _: AuditCaller) -> RecordOut:
+    row = store.record(record_id)
     if row is None:
-        raise TaskNotFound(f"record {record_id!r} not found")
+        raise RecordNotFound(f"record {record_id!r} not found")
     return record_out(row)
 
 
-@router.post("/{record_id}/replay", response_model=ReplayOut, responses={404: {"model": ErrorOut}})
-async def replay(record_id: str, request: Request, _: Caller = Depends(require_scope("audit"))) -> ReplayOut:
+@router.post("/{record_id}/replay", response_model=ReplayOut, responses=responses(RecordNotFound, RequestInvalid))
+async def replay(record_id: str, pipeline: PipelineDep, _: AuditCaller) -> ReplayOut:
     """Re-run the logged inputs through the verifier; say whether the verdict is the same."""
-    return await request.app.state.engine.replay(record_id)
+    return await pipeline.replay(record_id)

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Depends, Header, Request
-
-from service.auth import Caller, require_scope
-from service.schemas import ErrorOut, GroupsRequest, GroupsResponse, VerifyRequest, VerifyResult
+from service.deps import IdempotencyKey, PipelineDep, RewardCaller
+from service.errors import (
+    EvidenceForbidden,
+    IdempotencyConflict,
+    RequestIdConflict,
+    RequestInvalid,
+    Saturated,
+    TaskNotFound,
+    responses,
+)
+from service.schemas import GroupsRequest, GroupsResponse, VerifyRequest, VerifyResult
 
 router = APIRouter(prefix="/v1", tags=["rewards"])
-_errors = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 404: {"model": ErrorOut},
-           413: {"model": ErrorOut}, 422: {"model": ErrorOut}, 503: {"model": ErrorOut}}
-IdempotencyKey = Annotated[str | None, Header(
-    alias="Idempotency-Key", max_length=200,
-    description="Repeat a request safely: same key, same answer, no new records.")]
+_raises = (EvidenceForbidden, TaskNotFound, RequestInvalid, Saturated)
 
 
-@router.post("/verify", response_model=VerifyResult, responses=_errors)
-async def verify(body: VerifyRequest, request: Request,
-                 caller: Caller = Depends(require_scope("reward"))) -> VerifyResult:
+@router.post("/verify", response_model=VerifyResult, responses=responses(*_raises, RequestIdConflict))
+async def verify(body: VerifyRequest, pipeline: PipelineDep, caller: RewardCaller) -> VerifyResult:
     """Verify one response and log its record before answering."""
-    return await request.app.state.engine.verify(body, caller)
+    return await pipeline.verify(body, caller)
 
 
-@router.post("/groups", response_model=GroupsResponse, responses=_errors)
-async def groups(body: GroupsRequest, request: Request, idempotency_key: IdempotencyKey = None,
-                 caller: Caller = Depends(require_scope("reward"))) -> GroupsResponse:
+@router.post("/groups", response_model=GroupsResponse, responses=responses(*_raises, IdempotencyConflict))
+async def groups(body: GroupsRequest, pipeline: PipelineDep, caller: RewardCaller,
+                 idempotency_key: IdempotencyKey = None) -> GroupsResponse:
     """Verify groups of responses; return rewards, group-relative advantages and record ids."""
-    return await request.app.state.engine.groups(body, caller, idempotency_key)
+    return await pipeline.groups(body, caller, idempotency_key)

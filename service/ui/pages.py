@@ -1,4 +1,4 @@
-"""The viewer's routes: thin handlers over the store and the engine; HTML via render.page.
+"""The viewer's routes: thin handlers over the store and the pipeline; HTML via render.page.
 
 Handlers are plain functions, so FastAPI runs their database work off the event loop.
 Every page's state lives in its URL (filters, sort, cursor), so any view can be pasted.
@@ -15,7 +15,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response, Streamin
 from pydantic import BaseModel, Field, ValidationError
 
 from service.auth import Caller
-from service.engine import RequestInvalid, TaskNotFound
+from service.errors import NotFound, RequestInvalid, problems, summary
 from service.evals import compare, eval_report
 from service.inspection_schemas import LabelIn
 from service.review import LabelLimit, add_label, label_out, review_queue
@@ -90,10 +90,7 @@ def _parse(model: type[Model], request: Request) -> Model:
 
 
 def _invalid(request: Request, viewer: Viewer, exc: ValidationError | ValueError) -> Response:
-    if isinstance(exc, ValidationError):
-        message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-    else:
-        message = str(exc)
+    message = summary(problems(exc.errors())) if isinstance(exc, ValidationError) else str(exc)
     return page(request, "error.html", 422, viewer=viewer, title="Bad request", message=message)
 
 
@@ -138,7 +135,7 @@ def sign_in_post(request: Request, api_key: str = Form(""), csrf_token: str = Fo
                  next: str = Form("/ui/")) -> Response:
     if not csrf_ok(request, request.cookies.get(LOGIN_CSRF_COOKIE), csrf_token):
         return _sign_in_form(request, next, "The form expired or came from another site; sign in again.", 403)
-    settings = request.app.state.engine.settings
+    settings = request.app.state.pipeline.settings
     try:
         token = sign_in(_store(request), api_key, settings.ui_session_hours)
     except SignInRefused as exc:
@@ -205,7 +202,7 @@ def record_page_view(request: Request, record_id: str, viewer: Viewer = Depends(
 @router.post("/records/{record_id}/replay")
 async def replay_post(request: Request, record_id: str, csrf_token: str = Form(""),
         viewer: Viewer = Depends(signed_in)) -> Response:
-    # Async because the engine's replay is (it may run on the Ray executor); the store
+    # Async because the pipeline's replay is (it may run on the Ray executor); the store
     # reads around it go to a thread so the event loop never blocks.
     if not csrf_ok(request, viewer.csrf_token, csrf_token):
         return _forbidden(request, viewer, "The form expired or came from another site (CSRF check failed).")
@@ -213,8 +210,8 @@ async def replay_post(request: Request, record_id: str, csrf_token: str = Form("
     if context is None:
         return _not_found(request, viewer, f"record {record_id!r}")
     try:
-        context["replay"] = await request.app.state.engine.replay(record_id)
-    except (RequestInvalid, TaskNotFound, TaskInvalid) as exc:
+        context["replay"] = await request.app.state.pipeline.replay(record_id)
+    except (RequestInvalid, NotFound, TaskInvalid) as exc:
         context["replay_error"] = str(exc)
     return page(request, "record.html", **context)
 
@@ -254,7 +251,7 @@ def export(request: Request, viewer: Viewer = Depends(signed_in)) -> Response:
         f = _parse(RecordFilter, request)
     except ValidationError as exc:
         return _invalid(request, viewer, exc)
-    limit = request.app.state.engine.settings.ui_export_max_records
+    limit = request.app.state.pipeline.settings.ui_export_max_records
     # A sync iterator: Starlette pulls it on a worker thread, page by page (bounded memory).
     chunks, name = bundle.stream(_store(request), f, limit)
     return StreamingResponse(chunks, media_type="application/zip",
@@ -283,12 +280,12 @@ def label_post(request: Request, record_id: str, csrf_token: str = Form(""), lab
     try:
         body = LabelIn.model_validate(fields)
         add_label(_store(request), record_id, body, Caller(viewer.key_id, viewer.scopes, viewer.name),
-                  request.app.state.engine.settings.max_labels_per_record)
+                  request.app.state.pipeline.settings.max_labels_per_record)
     except ValidationError as exc:
         return _invalid(request, viewer, exc)
     except LabelLimit as exc:
         return page(request, "error.html", 409, viewer=viewer, title="Refused", message=str(exc))
-    except TaskNotFound:
+    except NotFound:
         return _not_found(request, viewer, f"record {record_id!r}")
     return RedirectResponse(_safe_next(next) if next else f"/ui/records/{record_id}", status_code=303)
 
@@ -339,7 +336,7 @@ def evals_compare_form(request: Request, a: str = "", b: str = "") -> Response:
 def eval_page(request: Request, eval_id: str, viewer: Viewer = Depends(signed_in)) -> Response:
     try:
         report = eval_report(_store(request), eval_id)
-    except TaskNotFound:
+    except NotFound:
         return _not_found(request, viewer, f"evaluation {eval_id!r}")
     return page(request, "eval.html", viewer=viewer, e=report)
 

@@ -19,6 +19,8 @@ from typing import Any
 from verifiers.base import Flag, Outcome, flag, soft
 
 MIN_WORKING_WORDS = 4
+# A stated step that is checkably false (evaluations report its rate among correct answers).
+FALSE_STEP = "false_step"
 # Phrases that only announce the answer; they are not working.
 _ANNOUNCE = re.compile(r"\b(?:the|final|answer|is|so|thus|therefore|hence|result|equals?|we|get|have)\b|[:.,;!$]",
                        re.IGNORECASE)
@@ -123,5 +125,5 @@ def with_false_steps(outcome: Outcome, checked: Any) -> Outcome:
         return outcome
     outcome.components = [c for c in outcome.components if c.name != "process"]
     outcome.components.append(soft("process", 1.0 - len(false) / total))
-    outcome.add_flags([flag("false_step", claims=false, checked=total)])
+    outcome.add_flags([flag(FALSE_STEP, claims=false, checked=total)])
     return outcome
