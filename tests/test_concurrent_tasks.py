@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LiveServer
+from service.testing.live import LiveServer
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 
 CLIENTS = 8

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from service.store import AuditStore, EvalRow
+from service.testing.ui import sign_in
 from tests.conftest import REPO, LiveServer
-from tests.ui_support import sign_in
 
 MAX_BODY = 1_000_000
 INFLIGHT = 8

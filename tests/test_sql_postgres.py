@@ -238,7 +238,7 @@ def test_missing_admin_url_is_an_infrastructure_error(sandbox):
 
 
 def test_postgres_task_through_the_http_service(postgres_url, tmp_path):
-    from tests.conftest import LiveServer
+    from service.testing.live import LiveServer
 
     server = LiveServer(tmp_path, env={"ASSAY_SQL_POSTGRES_URL": postgres_url})
     try:
