@@ -4,7 +4,8 @@ evidence and flags on the record, and task errors as 400s naming the field."""
 from __future__ import annotations
 
 import pytest
-from proof_support import SET_MM
+
+from service.testing.metamath import SET_MM
 
 pytestmark = pytest.mark.skipif(not SET_MM.exists(), reason="metamath-databases is not installed")
 
