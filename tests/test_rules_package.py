@@ -115,3 +115,20 @@ def test_consecutive_runs_cut_long_runs() -> None:
                                                  ({"id": "a"}, [4])]
     with pytest.raises(ValueError):
         consecutive_runs(keys, max_run=0)
+
+
+def test_bench_and_scripts_import_no_tests() -> None:
+    """Harnesses they share with the tests live in `service.testing`, not in `tests/`."""
+    import ast
+
+    test_modules = {p.stem for p in (REPO / "tests").glob("*.py")} | {"tests"}
+    offenders = []
+    for path in sorted([*(REPO / "bench").glob("*.py"), *(REPO / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in test_modules]
+        if '"tests"' in path.read_text():
+            offenders.append(f"{path.name}: puts tests/ on the path")
+    assert offenders == []
+    assert any((REPO / "bench").glob("*.py"))

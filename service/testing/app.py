@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+from starlette import testclient
 from starlette.testclient import TestClient
 
 from service.app import create_app
@@ -42,6 +43,7 @@ def app_settings(workdir: Path, **overrides: object) -> Settings:
 def _file_handler(path: Path) -> logging.Handler:
     """What `assay serve` logs (service.logs: JSON lines, secrets redacted), into `path`:
     the `log_path` of a LiveServer, for tests that read the log. Root's level is left as is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     config = logging_config()
     config["handlers"] = {"file": {**config["handlers"]["stderr"], "class": "logging.FileHandler",
                                    "filename": str(path)}}
@@ -66,21 +68,30 @@ class _ThreadedAsyncTransport(httpx.AsyncBaseTransport):
         body = await request.aread()
         copy = httpx.Request(request.method, request.url, headers=request.headers, content=body,
                              extensions=request.extensions)
-        response = await asyncio.to_thread(self._sync.handle_request, copy)
-        content = await asyncio.to_thread(response.read)
-        return httpx.Response(response.status_code, headers=response.headers, content=content,
-                              extensions={k: v for k, v in response.extensions.items() if k != "network_stream"})
+        response = await asyncio.to_thread(self._sync.handle_request, copy)  # read whole by _Bridge
+        return httpx.Response(response.status_code, headers=response.headers, content=response.content,
+                              request=request)
 
 
-class _Shared(httpx.BaseTransport):
-    """The TestClient's transport for one more httpx client: closing that client must not
-    close the requests other clients have open on it."""
+class _Bridge(httpx.BaseTransport):
+    """An httpx transport onto the TestClient's own. starlette builds its TestClient on
+    httpx2 when that is installed (and on httpx otherwise), so requests and responses are
+    copied across, the body read whole. Closing a client on it closes nothing shared."""
 
-    def __init__(self, inner: httpx.BaseTransport) -> None:
-        self._inner = inner
+    def __init__(self, test_client: TestClient) -> None:
+        self._inner = test_client._transport  # httpx(2) keeps it there; starlette names it nowhere else
+        self._http = testclient.httpx  # the module starlette's TestClient is built on
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return self._inner.handle_request(request)
+        inner = self._http.Request(request.method, str(request.url), headers=request.headers.multi_items(),
+                                   content=request.read(), extensions=request.extensions)
+        response = self._inner.handle_request(inner)
+        try:
+            content = response.read()
+        finally:
+            response.close()
+        return httpx.Response(response.status_code, headers=response.headers.multi_items(), content=content,
+                              request=request)
 
 
 class AppServer:
@@ -125,8 +136,8 @@ class AppServer:
 
     @property
     def transport(self) -> httpx.BaseTransport:
-        """The TestClient's transport: requests go to the running app, in-process."""
-        return _Shared(self.test_client._transport)  # httpx keeps it there; starlette names it nowhere else
+        """An httpx transport to the running app, in-process (through the TestClient's portal)."""
+        return _Bridge(self.test_client)
 
     def async_transport(self) -> httpx.AsyncBaseTransport:
         return _ThreadedAsyncTransport(self.transport)
