@@ -27,8 +27,11 @@ BACKENDS = [b.strip() for b in os.environ.get("ASSAY_TEST_BACKENDS", "process").
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`docker` and `postgres` tests are `slow` too, and so is every test run on the docker
-    or remote backend: `-m "not slow"` is the quick loop (process backend, SQLite)."""
+    or remote backend or against a server process (`live_server`, `fresh_server`):
+    `-m "not slow"` is the quick loop (the app in-process, process backend, SQLite)."""
     for item in items:
+        if {"live_server", "fresh_server"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
         params = getattr(item, "callspec", None)
         backends = {v for v in params.params.values() if isinstance(v, str)} if params else set()
         if "docker" in backends:

@@ -200,6 +200,7 @@ def test_registered_task_certificate_is_shown_and_hides_the_gold(app_server: App
     assert stats.status_code == 200
 
 
+@pytest.mark.slow
 def test_service_refuses_uncertified_registered_tasks_when_told(tmp_path: Path) -> None:
     server = AppServer(app_settings(tmp_path, require_certified_tasks=True)).start()
     try:

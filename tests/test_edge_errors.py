@@ -179,6 +179,7 @@ def test_sql_database_errors_on_hidden_instances_are_withheld(client: httpx.Clie
     assert honest.json()["reward"] == 1.0
 
 
+@pytest.mark.slow
 def test_infrastructure_errors_say_what_failed_in_our_words(tmp_path):
     """A Postgres SQL task whose server is unreachable: verdict `error`, and neither the
     connection string's password nor the driver's message reaches the caller."""

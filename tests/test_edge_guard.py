@@ -23,6 +23,9 @@ from service.store import AuditStore, EvalRow
 from service.testing.ui import sign_in
 from tests.conftest import REPO, LiveServer
 
+# A real server process: raw sockets against its edge (slowloris, headers before the body).
+pytestmark = pytest.mark.slow
+
 MAX_BODY = 1_000_000
 INFLIGHT = 8
 HONEST = {"verifier": "math", "task": {"answer": "2"}, "responses": [r"\boxed{2}", r"\boxed{3}"]}

@@ -24,6 +24,7 @@ def test_a_pool_that_cannot_start_fails_with_a_stable_cause(sandbox):
     assert "Traceback" not in str(failure.value) and "no_such_module" not in str(failure.value)
 
 
+@pytest.mark.slow
 def test_error_evidence_names_the_cause_and_metrics_count_it(tmp_path):
     server = AppServer(app_settings(tmp_path, sql_postgres_url=None)).start()
     try:

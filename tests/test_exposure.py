@@ -25,6 +25,7 @@ def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppServer
         yield server, port
 
 
+@pytest.mark.slow
 def test_docs_and_metrics_are_off_the_api_port(closed: tuple[AppServer, int]):
     server, port = closed
     with server.client() as c:

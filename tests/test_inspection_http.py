@@ -79,6 +79,7 @@ def _labelled_records(server: AppServer) -> dict[str, str]:
             "incorrect": results[2]["record_id"], "correct2": results[3]["record_id"]}
 
 
+@pytest.mark.slow
 def test_labels_review_queue_and_summary(server: AppServer):
     ids = _labelled_records(server)
     reviewer = server.create_key("review")
@@ -129,6 +130,7 @@ def test_labels_review_queue_and_summary(server: AppServer):
                                        for line in out.stdout.splitlines())
 
 
+@pytest.mark.slow
 def test_eval_runs_report_and_compare(server: AppServer):
     heldout = [{"verifier": "math", "task": {"answer": str(n)},
                 "responses": [f"$ {n} + 0 = {n} $ \\boxed{{{n}}}", {"text": "\\boxed{0}", "tokens": 300,

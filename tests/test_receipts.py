@@ -252,6 +252,7 @@ def test_env_finish_carries_a_receipt(server: AppServer, public_key: str):
     assert again.json()["receipt"] == done.json()["receipt"]
 
 
+@pytest.mark.slow
 def test_key_is_private_and_the_cli_prints_the_public_half(server: AppServer, tmp_path: Path):
     key_file = server.workdir / "audit.signing-key.pem"
     assert key_file.stat().st_mode & 0o777 == 0o600

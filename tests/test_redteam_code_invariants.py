@@ -367,6 +367,7 @@ def test_a_job_cannot_touch_what_outlives_it(judge, box):
     assert started(box) == before
 
 
+@pytest.mark.slow
 def test_a_job_cannot_poison_the_worker_while_it_loads(judge, box):
     # The attack runs at import of the candidate's module, and in a call of it.
     task = {**assert_task("def check(candidate):\n    assert candidate(2, 3) == 5\n"), "time_limit_s": 20.0}
@@ -446,6 +447,7 @@ def server(request, tmp_path_factory):
         yield app
 
 
+@pytest.mark.slow
 def test_over_http_no_response_fails_its_group_holds_a_worker_or_floods_the_metrics(server):
     task = assert_task("def check(candidate):\n    assert candidate(2, 3) == 5\n")
     fence = "```python\n{}\n```"

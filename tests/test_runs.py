@@ -81,6 +81,7 @@ def _rules(run: dict[str, Any]) -> set[tuple[str, str]]:
     return {(a["rule"], a["subject"]) for a in run["alarms"]}
 
 
+@pytest.mark.slow
 def test_a_hacking_run_raises_its_alarms_within_steps_and_an_honest_run_none(server: AppServer,
                                                                                webhook: Webhook) -> None:
     honest = SyntheticRun(f"honest-{uuid.uuid4().hex[:8]}", "honest", seed=1)

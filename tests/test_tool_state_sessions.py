@@ -204,6 +204,7 @@ def test_bad_step_bodies_are_rejected_without_recording(client: httpx.Client) ->
     assert step(client, env_id, "list_accounts")["step"] == 0
 
 
+@pytest.mark.slow
 def test_sessions_are_limited_per_key(limited_server: AppServer) -> None:
     # Expiry is tested on an injected clock, without sleeping: tests/test_env_sessions.py.
     with limited_server.client() as c:
@@ -221,6 +222,7 @@ def test_sessions_are_limited_per_key(limited_server: AppServer) -> None:
 
 
 
+@pytest.mark.slow
 def test_steps_stop_before_the_trace_outgrows_the_verify_limit(limited_server: AppServer) -> None:
     # The server accepts responses of at most 6000 characters; 2000 are kept for the message.
     with limited_server.client(limited_server.create_key("reward")) as c:
