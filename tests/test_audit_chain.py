@@ -31,6 +31,9 @@ from tests.conftest import REPO
 from tests.test_audit_postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_migrations import make_release_database
 
+# Every test runs `assay audit verify` in a subprocess (seconds each on a loaded machine).
+pytestmark = pytest.mark.slow
+
 MATH = {"verifier": "math", "task": {"answer": "2"}}
 
 

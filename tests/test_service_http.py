@@ -240,19 +240,19 @@ def test_records_survive_restart_and_keys_work_while_running(fresh_server: LiveS
         assert record.status_code == 200 and record.json()["verdict"] == "correct"
 
 
-def test_health_ready_metrics_openapi(app_server: AppServer):
-    with app_server.client() as c:
-        assert c.get("/healthz").json() == {"status": "ok"}
-        assert c.get("/readyz").json()["status"] == "ready"
-        c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "1"}, "response": "1"})
-        metrics = c.get("/metrics").text
-        assert 'assay_verifications_total{verdict="correct",verifier="math"}' in metrics
-        spec = c.get("/openapi.json").json()
-        for path in ("/v1/verify", "/v1/groups", "/v1/records", "/v1/records/{record_id}", "/v1/records/export",
-                     "/v1/verifiers", "/v1/tasks", "/healthz", "/metrics"):
-            assert path in spec["paths"], path
-        verifiers = {v["name"]: v for v in c.get("/v1/verifiers").json()}
-        assert "answer" in verifiers["math"]["task_schema"]["properties"]
+def test_health_ready_metrics_openapi(client):
+    """Through the `client` fixture: starlette's TestClient itself, entered (lifespan ran)."""
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json()["status"] == "ready"
+    client.post("/v1/verify", json={"verifier": "math", "task": {"answer": "1"}, "response": "1"})
+    metrics = client.get("/metrics").text
+    assert 'assay_verifications_total{verdict="correct",verifier="math"}' in metrics
+    spec = client.get("/openapi.json").json()
+    for path in ("/v1/verify", "/v1/groups", "/v1/records", "/v1/records/{record_id}", "/v1/records/export",
+                 "/v1/verifiers", "/v1/tasks", "/healthz", "/metrics"):
+        assert path in spec["paths"], path
+    verifiers = {v["name"]: v for v in client.get("/v1/verifiers").json()}
+    assert "answer" in verifiers["math"]["task_schema"]["properties"]
 
 
 @pytest.mark.slow
