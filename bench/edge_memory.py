@@ -19,7 +19,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import LiveServer  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
 
 
 def _status(pid: int, field: str) -> float:

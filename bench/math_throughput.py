@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from tests.conftest import LiveServer  # noqa: E402
-from tests.test_math_verify_suite import CASES, documented_disagreements  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
+from service.testing.math_suite import CASES, documented_disagreements  # noqa: E402
 
 Pair = tuple[str, str]  # (response, gold)
 MathVerifyConfig = dict | None  # a suite case's config; None: Math-Verify's defaults

@@ -22,11 +22,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
-
-from proof_support import SET_MM, set_mm  # noqa: E402
 
 from sandboxes.process import ProcessSandbox  # noqa: E402
+from service.testing.metamath import SET_MM, set_mm  # noqa: E402
 from verifiers import registry  # noqa: E402
 from verifiers.base import Verdict, VerifyContext  # noqa: E402
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.ray_cluster import PrivateNet, RayCluster, UdsServer  # noqa: E402
+from service.testing.ray_cluster import PrivateNet, RayCluster, UdsServer  # noqa: E402
 
 MATH_GROUP = {"verifier": "math", "task": {"answer": "\\frac{1}{2}"},
               "responses": [r"\boxed{1/2}", r"\boxed{0.5}", r"\boxed{1/3}", "no idea", r"\boxed{2/4}",

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from service.runs import StepCache, held_out, list_runs, steps  # noqa: E402
 from service.store import AuditStore, RecordRow  # noqa: E402
-from tests.conftest import LiveServer  # noqa: E402
-from tests.run_support import SyntheticRun, replay  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
+from service.testing.runs import SyntheticRun, replay  # noqa: E402
 
 FILL = """
 INSERT INTO records (id, created_at, caller_key_id, task_id, task_hash, task_public, verifier, verifier_version,

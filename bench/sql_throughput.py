@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import LiveServer  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
 
 SCHEMA = (
     "CREATE TABLE dept(id INTEGER PRIMARY KEY, name TEXT, city TEXT);\n"

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sandboxes.process import ProcessSandbox  # noqa: E402
-from tests.conftest import LiveServer  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
 from verifiers import registry  # noqa: E402
 from verifiers.base import VerifyContext  # noqa: E402
 from verifiers.tool_state.examples import GOLD_TRANSFER, transfer_task  # noqa: E402

@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, text
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from service.store import AuditStore, RecordRow  # noqa: E402
-from tests.conftest import LiveServer  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
 
 FILL = """
 INSERT INTO records (id, created_at, request_id, caller_key_id, task_id, task_hash, task_public, verifier,

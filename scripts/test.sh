@@ -3,13 +3,19 @@
 # bubblewrap and the virtualenv, a private Postgres cluster, and (unless
 # ASSAY_SKIP_DOCKER=1) the Docker engine, Compose v2 and the offline-built images, so the
 # verifier suite runs on both sandbox backends. Extra arguments go to pytest.
+#
+# The quick loop: `scripts/test.sh -m "not slow"` runs what takes seconds (the app
+# in-process, the process backend, SQLite); it deselects the docker, postgres, browser and
+# multi-process tests, so it skips the Docker engine, the image build and chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh test
 VENV="${ASSAY_VENV:-$PWD/.venv}"
+quick=0
+case " $* " in *"not slow"*) quick=1 ;; esac
 
 # The viewer's browser tests drive Debian's chromium through Playwright (its own browser download is unreachable).
-if ! command -v chromium >/dev/null; then
+if [ "$quick" = 0 ] && ! command -v chromium >/dev/null; then
   as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
@@ -20,7 +26,7 @@ export ASSAY_TEST_POSTGRES_URL
 export ASSAY_SQL_POSTGRES_URL="${ASSAY_SQL_POSTGRES_URL:-$ASSAY_TEST_POSTGRES_URL}"
 
 backends=process
-if [ "${ASSAY_SKIP_DOCKER:-0}" != 1 ]; then
+if [ "${ASSAY_SKIP_DOCKER:-0}" != 1 ] && [ "$quick" = 0 ]; then
   # The project's interpreter for the image build, and no `make`: a fresh machine may lack both.
   ASSAY_GVISOR="${ASSAY_GVISOR:-1}" PYTHON="$VENV/bin/python" scripts/docker_engine.sh
   PYTHON="$VENV/bin/python" scripts/build_images.sh

@@ -22,9 +22,9 @@ from playwright.sync_api import sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from service.store import AuditStore, RecordRow, new_record_id  # noqa: E402
-from tests.conftest import LiveServer  # noqa: E402
-from tests.run_support import SyntheticRun, replay  # noqa: E402
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, populate  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
+from service.testing.runs import SyntheticRun, replay  # noqa: E402
+from service.testing.ui import CHROMIUM, CHROMIUM_ARGS, populate  # noqa: E402
 
 VERDICT_WEIGHTS = {"math": (0.55, 0.3, 0.08, 0.0, 0.04, 0.03), "code": (0.4, 0.35, 0.05, 0.1, 0.07, 0.03),
                    "sql": (0.6, 0.3, 0.05, 0.03, 0.01, 0.01)}

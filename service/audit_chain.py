@@ -37,9 +37,9 @@ from sqlalchemy import JSON, DateTime, Float, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from assay_rules.canonical import canonical_json
 from service.signing import Signer, utc_iso
 from service.store import Base, ChainHeadRow, EvalRow, LabelRow, RecordRow, TaskBlobRow
-from trainer_client.receipts import canonical_json
 
 log = logging.getLogger(__name__)
 

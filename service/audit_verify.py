@@ -32,9 +32,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import and_, func, or_, select
 
+from assay_rules.canonical import canonical_json
 from service.audit_chain import CHAINED_TABLES, GENESIS, head_hash, head_payload, row_hash, task_digest
 from service.store import AuditStore, ChainHeadRow, RecordRow, TaskBlobRow
-from trainer_client.receipts import canonical_json
 
 PAGE = 1000
 

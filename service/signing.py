@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from trainer_client.receipts import canonical_json, key_id_of
+from assay_rules.canonical import canonical_json, key_id_of
 
 if TYPE_CHECKING:
     from service.config import Settings

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from assay_rules.variance import is_zero_variance
 from service.inspection_schemas import Band, TaskStats
 from service.store import AuditStore, RecordRow
-from trainer_client.variance import is_zero_variance
 
 BANDS: tuple[tuple[float, Band], ...] = ((0.05, "too_hard"), (0.3, "hard"), (0.7, "medium"), (0.95, "easy"))
 

@@ -1,25 +1,43 @@
-"""Shared fixtures: real sandboxes and a real uvicorn server on a free port."""
+"""Shared fixtures: real sandboxes, the app in-process, and a real uvicorn server on a free port.
+
+Request tests use the in-process app (`client`, `app_server`, `fresh_app`): `create_app`
+with a SQLite store in a temp dir and the real process sandbox, lifespan running behind
+starlette's TestClient. Tests that need a real server process (restarts, replicas, an
+ASGI server's own edge behaviour, several processes) use `live_server`/`fresh_server`.
+"""
 
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from starlette.testclient import TestClient
 
 from sandboxes.factory import create_sandbox
 from service.auth import create_key
+from service.config import Settings
 from service.store import AuditStore
+from service.testing.app import AppServer, app_settings
+from service.testing.live import REPO, LiveServer, free_port
 
 BACKENDS = [b.strip() for b in os.environ.get("ASSAY_TEST_BACKENDS", "process").split(",") if b.strip()]
-REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`docker` and `postgres` tests are `slow` too, and so is every test run on the docker
+    or remote backend or against a server process (`live_server`, `fresh_server`):
+    `-m "not slow"` is the quick loop (the app in-process, process backend, SQLite)."""
+    for item in items:
+        if {"live_server", "fresh_server"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+        params = getattr(item, "callspec", None)
+        backends = {v for v in params.params.values() if isinstance(v, str)} if params else set()
+        if "docker" in backends:
+            item.add_marker(pytest.mark.docker)
+        if item.get_closest_marker("docker") or item.get_closest_marker("postgres") or "remote" in backends:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
@@ -40,72 +58,37 @@ def sandbox(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     box.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="session")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """The shared in-process app's settings: SQLite in a temp dir, the real process sandbox."""
+    return app_settings(tmp_path_factory.mktemp("assay-app"))
 
 
-class LiveServer:
-    """`assay serve` in a subprocess, as an operator would run it."""
+@pytest.fixture(scope="session")
+def app_server(settings: Settings) -> Iterator[AppServer]:
+    """`create_app(settings)` in-process with its lifespan running and an admin key; shared
+    by the session like `live_server` (tests that need an empty log use `fresh_app`)."""
+    with AppServer(settings) as server:
+        yield server
 
-    def __init__(self, workdir: Path, env: dict[str, str] | None = None, log_level: str = "warning") -> None:
-        self.workdir = workdir
-        self.log_level = log_level
-        self.extra_env = env or {}
-        self.db_url = self.extra_env.get("ASSAY_DATABASE_URL", f"sqlite:///{workdir / 'audit.db'}")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = workdir / "server.log"
-        self.start()
-        self.admin_key = self.create_key("reward,audit,admin")
 
-    def env(self) -> dict[str, str]:
-        return {**os.environ, "ASSAY_DATABASE_URL": self.db_url, "ASSAY_SANDBOX_WORKERS": "2", **self.extra_env}
+@pytest.fixture(scope="session")
+def app(app_server: AppServer):
+    """The running app itself (`app.state`, `app.dependency_overrides`)."""
+    return app_server.app
 
-    def start(self) -> None:
-        log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--log-level", self.log_level],
-            env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 180  # a loaded 2-core machine can take over a minute to start
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.proc.kill()  # a server that never became ready must not outlive the test
-        self.proc.wait()
-        raise RuntimeError(f"server did not become ready: {self.log_path.read_text()[-3000:]}")
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+@pytest.fixture(scope="session")
+def client(app_server: AppServer) -> TestClient:
+    """starlette's TestClient on the shared app, entered (lifespan ran), with the admin key."""
+    return app_server.test_client
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
-    def create_key(self, scopes: str) -> str:
-        """What `assay keys create` does, against the server's own database."""
-        out = subprocess.run([sys.executable, "-m", "service.cli", "keys", "create", "--scopes", scopes],
-                             env=self.env(), cwd=REPO, capture_output=True, text=True, check=True)
-        return out.stdout.strip()
-
-    def client(self, key: str | None = None, timeout: float = 120) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {key or self.admin_key}"}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+@pytest.fixture
+def fresh_app(tmp_path: Path) -> Iterator[AppServer]:
+    """An in-process app of its own (empty audit log, own keys), for one test."""
+    with AppServer(app_settings(tmp_path)) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +100,7 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 
 @pytest.fixture
 def fresh_server(tmp_path: Path) -> Iterator[LiveServer]:
-    """A server of its own, for tests that restart it or need an empty audit log."""
+    """A server process of its own, for tests that restart it or need a real ASGI server."""
     server = LiveServer(tmp_path)
     yield server
     server.stop()
@@ -128,4 +111,4 @@ def store(tmp_path: Path) -> AuditStore:
     return AuditStore(f"sqlite:///{tmp_path / 'store.db'}")
 
 
-__all__ = ["LiveServer", "create_key", "free_port"]
+__all__ = ["REPO", "AppServer", "LiveServer", "create_key", "free_port"]

@@ -1,5 +1,6 @@
-"""TRL, verl and OpenRLHF adapters, each called the way its trainer calls it, against a
-real running service."""
+"""TRL, verl and OpenRLHF adapters, each called the way its trainer calls it, against the
+real app (in-process through the clients' `transport=`; verl's environment-configured
+client against a real server)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,24 @@ from trainer_client.client import AsyncRewardClient, RetryPolicy, RewardClient
 CHAT_PROMPT = "<|im_start|>user\nWhat is 1234%10?<|im_end|>\n<|im_start|>assistant\n"
 
 
-def register(live_server, answer: str) -> str:
+def in_process(app_server) -> RewardClient:
+    return RewardClient(app_server.url, app_server.admin_key, transport=app_server.transport)
+
+
+def in_process_async(app_server) -> AsyncRewardClient:
+    return AsyncRewardClient(app_server.url, app_server.admin_key, transport=app_server.async_transport())
+
+
+def register(app_server, answer: str) -> str:
     task_id = f"adapter-test/{uuid.uuid4().hex}"
-    with live_server.client() as http:
+    with app_server.client() as http:
         r = http.post("/v1/tasks", json={"task_id": task_id, "verifier": "math", "task": {"answer": answer}})
         assert r.status_code == 201, r.text
     return task_id
 
 
-def records_for(live_server, task_id: str) -> list[dict]:
-    with live_server.client() as http:
+def records_for(app_server, task_id: str) -> list[dict]:
+    with app_server.client() as http:
         return http.get("/v1/records", params={"task_id": task_id, "limit": 1000}).json()["records"]
 
 
@@ -45,8 +54,8 @@ def trl_batch() -> dict:
     }
 
 
-def test_trl_sync_reward_func_sends_the_batch_in_one_request(live_server) -> None:
-    with RewardClient(live_server.url, live_server.admin_key) as client:
+def test_trl_sync_reward_func_sends_the_batch_in_one_request(app_server) -> None:
+    with in_process(app_server) as client:
         reward = assay_reward_func(client)
         assert reward.__name__ == "assay" and not inspect.iscoroutinefunction(reward)
         metrics: dict[str, float] = {}
@@ -60,11 +69,11 @@ def test_trl_sync_reward_func_sends_the_batch_in_one_request(live_server) -> Non
     assert columns == {"assay_verdict": ["correct", "incorrect", "correct", "correct", "correct", "incorrect"]}
 
 
-def test_trl_async_reward_func_and_task_columns(live_server) -> None:
-    task_id = register(live_server, "4")
+def test_trl_async_reward_func_and_task_columns(app_server) -> None:
+    task_id = register(app_server, "4")
 
     async def main():
-        async with AsyncRewardClient(live_server.url, live_server.admin_key) as client:
+        async with in_process_async(app_server) as client:
             reward = assay_async_reward_func(client, name="assay_math")
             assert inspect.iscoroutinefunction(reward)  # TRL awaits these concurrently
             by_id = await reward(prompts=["p"] * 2, completions=["4", "3"], task_id=[task_id] * 2)
@@ -75,7 +84,7 @@ def test_trl_async_reward_func_and_task_columns(live_server) -> None:
     by_id, inline, stats = asyncio.run(main())
     assert by_id == [1.0, 0.0] and inline == [1.0, 1.0]
     assert stats["reward_service/http_requests"] == 2
-    assert len(records_for(live_server, task_id)) == 2
+    assert len(records_for(app_server, task_id)) == 2
 
 
 def test_trl_error_verdicts_become_none_not_zero() -> None:
@@ -88,6 +97,7 @@ def test_trl_error_verdicts_become_none_not_zero() -> None:
 
 
 def test_verl_compute_score_has_the_same_keys_every_time(live_server, monkeypatch) -> None:
+    # The module-level functions build their client from the environment: a real URL.
     monkeypatch.setenv("ASSAY_URL", live_server.url)
     monkeypatch.setenv("ASSAY_API_KEY", live_server.admin_key)
     monkeypatch.setattr(verl, "_default", None)
@@ -100,9 +110,9 @@ def test_verl_compute_score_has_the_same_keys_every_time(live_server, monkeypatc
     assert {tuple(sorted(d)) for d in (right, wrong, garbage)} == {tuple(sorted(right))}
 
 
-def test_verl_batch_form_and_task_from_extra_info(live_server) -> None:
-    task_id = register(live_server, "4")
-    with RewardClient(live_server.url, live_server.admin_key) as client:
+def test_verl_batch_form_and_task_from_extra_info(app_server) -> None:
+    task_id = register(app_server, "4")
+    with in_process(app_server) as client:
         scorer = verl.VerlScorer(client)
         out = scorer.compute_score_batch(
             ["math"] * 4, ["4", "5", "\\boxed{9}", "9"], ["unused", "unused", "9", "9"],
@@ -122,51 +132,54 @@ def test_verl_errors_are_marked_or_raised() -> None:
             verl.VerlScorer(client, error_policy="drop")
 
 
-def openrlhf_post(live_server, body: dict, **params) -> httpx.Response:
+def openrlhf_post(app_server, body: dict, **params) -> httpx.Response:
     # OpenRLHF's remote_rm_fn posts JSON with no Authorization header; the key rides in the URL.
-    params = {"api_key": live_server.admin_key, **params}
-    return httpx.post(f"{live_server.url}/v1/openrlhf", json=body, params=params, timeout=60)
+    params = {"api_key": app_server.admin_key, **params}
+    with app_server.anonymous() as http:
+        return http.post("/v1/openrlhf", json=body, params=params, timeout=60)
 
 
-def test_openrlhf_remote_rm_url(live_server) -> None:
-    task_id = register(live_server, "4")
+def test_openrlhf_remote_rm_url(app_server) -> None:
+    task_id = register(app_server, "4")
     responses = ["\\boxed{4}<|im_end|>", "5<|im_end|><|endoftext|>", "The answer is 4.</s>", "five"]
     body = {
         "query": [CHAT_PROMPT + r for r in responses] + ["<pad><pad>" + CHAT_PROMPT + "7", CHAT_PROMPT + "1"],
         "prompts": [CHAT_PROMPT] * 6,
         "labels": [json.dumps({"task_id": task_id})] * 4 + ["7", "2"],
     }
-    r = openrlhf_post(live_server, body)
+    r = openrlhf_post(app_server, body)
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["rewards"] == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     assert out["scores"] == out["rewards"]
     assert out["extra_logs"]["correct"] == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     assert out["extra_logs"]["error"] == [0.0] * 6
-    logged = records_for(live_server, task_id)
+    logged = records_for(app_server, task_id)
     assert sorted(rec["response"] for rec in logged) == sorted(["\\boxed{4}", "5", "The answer is 4.", "five"])
     assert len({rec["group_id"] for rec in logged}) == 1  # the 4 samples of one prompt form one group
 
     # OpenRLHF retries a failed request up to 5 times with the same body: no second set of records.
-    again = openrlhf_post(live_server, body)
+    again = openrlhf_post(app_server, body)
     assert again.json() == out
-    assert len(records_for(live_server, task_id)) == 4
+    assert len(records_for(app_server, task_id)) == 4
 
 
-def test_openrlhf_auth_and_validation(live_server) -> None:
+def test_openrlhf_auth_and_validation(app_server) -> None:
     body = {"query": ["q1"], "prompts": ["q"], "labels": ["1"]}
-    assert httpx.post(f"{live_server.url}/v1/openrlhf", json=body, timeout=30).status_code == 401
-    assert openrlhf_post(live_server, body, api_key="ak_nope_nope").status_code == 401
+    with app_server.anonymous() as http:
+        assert http.post("/v1/openrlhf", json=body, timeout=30).status_code == 401
+    assert openrlhf_post(app_server, body, api_key="ak_nope_nope").status_code == 401
     # The header works too, for a proxy that adds it.
-    with live_server.client() as http:
+    with app_server.client() as http:
         assert http.post("/v1/openrlhf", json=body).json()["rewards"] == [1.0]
-    assert openrlhf_post(live_server, {"query": ["a", "b"], "prompts": ["a"], "labels": ["1", "2"]}).status_code == 422
-    assert openrlhf_post(live_server, {"query": ["a"], "prompts": ["a"]}).status_code == 422
-    audit_only = live_server.create_key("audit")  # lacks the reward scope
-    assert openrlhf_post(live_server, body, api_key=audit_only).status_code == 403
+    assert openrlhf_post(app_server, {"query": ["a", "b"], "prompts": ["a"], "labels": ["1", "2"]}).status_code == 422
+    assert openrlhf_post(app_server, {"query": ["a"], "prompts": ["a"]}).status_code == 422
+    audit_only = app_server.create_key("audit")  # lacks the reward scope
+    assert openrlhf_post(app_server, body, api_key=audit_only).status_code == 403
 
 
-def test_real_trl_grpo_trainer_runs_with_assay_rewards(live_server, tmp_path) -> None:
+@pytest.mark.slow
+def test_real_trl_grpo_trainer_runs_with_assay_rewards(app_server, tmp_path) -> None:
     """TRL's own GRPOTrainer, with a sync and an async Assay reward function side by side."""
     pytest.importorskip("trl")
     datasets = pytest.importorskip("datasets")
@@ -181,8 +194,8 @@ def test_real_trl_grpo_trainer_runs_with_assay_rewards(live_server, tmp_path) ->
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
                       max_completion_length=2, max_steps=2, report_to=[], use_cpu=True, logging_steps=1,
                       bf16=False, save_strategy="no")
-    with RewardClient(live_server.url, live_server.admin_key) as client:
-        async_client = AsyncRewardClient(live_server.url, live_server.admin_key)
+    with in_process(app_server) as client:
+        async_client = in_process_async(app_server)
         trainer = GRPOTrainer(model=build_model(tok), processing_class=tok, args=args, train_dataset=ds,
                               reward_funcs=[assay_reward_func(client),
                                             assay_async_reward_func(async_client, name="assay_async")])
@@ -197,11 +210,11 @@ def test_real_trl_grpo_trainer_runs_with_assay_rewards(live_server, tmp_path) ->
     assert stats["reward_service/http_requests"] == 2  # one request per batch
 
 
-def test_openrlhf_large_batches_are_split_within_service_limits(live_server) -> None:
+def test_openrlhf_large_batches_are_split_within_service_limits(app_server) -> None:
     # 70 prompts with 1 sample each: more groups than one /v1/groups request may carry (64).
     n = 70
     body = {"query": [f"q{i}:{i % 10}" for i in range(n)], "prompts": [f"q{i}:" for i in range(n)],
             "labels": [str(i % 10) if i % 2 else "0" for i in range(n)]}
-    r = openrlhf_post(live_server, body)
+    r = openrlhf_post(app_server, body)
     assert r.status_code == 200, r.text
     assert r.json()["rewards"] == [1.0 if (i % 2 or i % 10 == 0) else 0.0 for i in range(n)]

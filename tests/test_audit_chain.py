@@ -26,9 +26,13 @@ import sqlalchemy as sa
 
 from service.audit_chain import row_hash
 from service.store import AuditStore, RecordRow
-from tests.conftest import REPO, LiveServer
+from service.testing.app import AppServer, app_settings
+from tests.conftest import REPO
 from tests.test_audit_postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_migrations import make_release_database
+
+# Every test runs `assay audit verify` in a subprocess (seconds each on a loaded machine).
+pytestmark = pytest.mark.slow
 
 MATH = {"verifier": "math", "task": {"answer": "2"}}
 
@@ -64,7 +68,7 @@ def audit_verify(url: str, key_path: Path, *args: str) -> subprocess.CompletedPr
                                "ASSAY_SIGNING_KEY_PATH": str(key_path)})
 
 
-def write_history(server: LiveServer) -> tuple[list[str], str]:
+def write_history(server: AppServer) -> tuple[list[str], str]:
     ids: list[str] = []
     wrong = ""
     with server.client() as c:
@@ -86,7 +90,7 @@ def write_history(server: LiveServer) -> tuple[list[str], str]:
     return ids, wrong
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
     tmp = tmp_path_factory.mktemp(f"chain-{request.param}")
     key_path = tmp / "keys" / "signing.pem"
@@ -101,12 +105,9 @@ def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             conn.execute(f'CREATE DATABASE "{name}"')
         url = base.rsplit("/", 1)[0] + "/" + name
     # Two chains per writer and a head signed every 3 rows: the history spans several heads.
-    server = LiveServer(tmp, env={"ASSAY_DATABASE_URL": url, "ASSAY_SIGNING_KEY_PATH": str(key_path),
-                                  "ASSAY_AUDIT_CHAIN_LANES": "2", "ASSAY_AUDIT_SIGN_EVERY": "3"})
-    try:
+    with AppServer(app_settings(tmp, database_url=url, signing_key_path=key_path, audit_chain_lanes=2,
+                                audit_sign_every=3)) as server:
         ids, wrong = write_history(server)
-    finally:
-        server.stop()
     written_ = Written(request.param, url, key_path, ids, wrong, admin)
     yield written_
     if admin is not None:
@@ -265,12 +266,8 @@ def test_records_from_before_chaining_are_counted_not_vouched_for(tmp_path: Path
     key = make_release_database(url)
     subprocess.run([sys.executable, "-m", "service.cli", "db", "upgrade"], cwd=REPO, check=True,
                    capture_output=True, env={"PATH": "/usr/bin:/bin", "ASSAY_DATABASE_URL": url})
-    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": url})
-    try:
-        with server.client(key) as c:
-            assert c.post("/v1/verify", json={**MATH, "response": r"\boxed{2}"}).status_code == 200
-    finally:
-        server.stop()
+    with AppServer(app_settings(tmp_path, database_url=url)) as server, server.client(key) as c:
+        assert c.post("/v1/verify", json={**MATH, "response": r"\boxed{2}"}).status_code == 200
     key_path = tmp_path / "release.signing-key.pem"
     result = audit_verify(url, key_path)
     assert result.returncode == 0, result.stdout

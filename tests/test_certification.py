@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO, LiveServer
-from tests.ui_support import sign_in
+from service.testing.app import AppServer, app_settings
+from service.testing.ui import sign_in
+from tests.conftest import REPO
 from verifiers.tool_state.examples import transfer_task
 
 ADD_TESTS = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n"
@@ -49,8 +50,8 @@ th1 $p |- t = t $=
 
 
 @pytest.fixture(scope="module")
-def client(live_server: LiveServer) -> Iterator[httpx.Client]:
-    with live_server.client() as c:
+def client(app_server: AppServer) -> Iterator[httpx.Client]:
+    with app_server.client() as c:
         yield c
 
 
@@ -179,7 +180,7 @@ def test_bad_requests_name_the_field(client: httpx.Client) -> None:
     assert r.status_code == 404 and "tasks[0].task_id" in r.text
 
 
-def test_registered_task_certificate_is_shown_and_hides_the_gold(live_server: LiveServer,
+def test_registered_task_certificate_is_shown_and_hides_the_gold(app_server: AppServer,
                                                                  client: httpx.Client) -> None:
     marker = "zq_marker_7730911"
     task = {"schema": EMP_SCHEMA, "instances": EMP_ROWS,
@@ -187,8 +188,8 @@ def test_registered_task_certificate_is_shown_and_hides_the_gold(live_server: Li
     r = client.post("/v1/tasks", json={"task_id": "cert/emp", "verifier": "sql", "task": task, "certify": True})
     assert r.status_code == 201, r.text
     assert r.json()["certificate"]["status"] == "certified"
-    reward_key = live_server.create_key("reward")
-    with live_server.client(reward_key) as trainer:
+    reward_key = app_server.create_key("reward")
+    with app_server.client(reward_key) as trainer:
         shown = trainer.get("/v1/tasks/cert/emp")
         again = trainer.post("/v1/tasks/certify", json={"tasks": [{"verifier": "sql", "task_id": "cert/emp"}]})
     assert shown.status_code == 200 and again.status_code == 200
@@ -199,8 +200,9 @@ def test_registered_task_certificate_is_shown_and_hides_the_gold(live_server: Li
     assert stats.status_code == 200
 
 
+@pytest.mark.slow
 def test_service_refuses_uncertified_registered_tasks_when_told(tmp_path: Path) -> None:
-    server = LiveServer(tmp_path, env={"ASSAY_REQUIRE_CERTIFIED_TASKS": "1"})
+    server = AppServer(app_settings(tmp_path, require_certified_tasks=True)).start()
     try:
         with server.client() as c:
             good = {"entry_point": "add", "tests": ADD_TESTS}
@@ -231,38 +233,40 @@ def test_service_refuses_uncertified_registered_tasks_when_told(tmp_path: Path) 
         server.stop()
 
 
-def run_cli(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(server: AppServer, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "service.cli", *args], env=server.env(), cwd=REPO,
                           capture_output=True, text=True, timeout=600)
 
 
-def test_cli_certify_reports_each_task_and_exits_4_when_any_is_quarantined(fresh_server: LiveServer,
+@pytest.mark.slow
+def test_cli_certify_reports_each_task_and_exits_4_when_any_is_quarantined(fresh_app: AppServer,
                                                                            tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("\n".join(json.dumps(t) for t in [
         {"verifier": "math", "task": {"answer": "42"}},
         {"verifier": "sql", "task": {"schema": EMP_SCHEMA, "instances": EMP_ROWS, "gold": "SELECT count(*) FROM emp"}},
     ]) + "\n")
-    done = run_cli(fresh_server, "tasks", "certify", str(tasks))
+    done = run_cli(fresh_app, "tasks", "certify", str(tasks))
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["status"] for line in done.stdout.splitlines()] == ["certified", "certified"]
     assert json.loads(done.stderr.strip().splitlines()[-1]) == {"tasks": 2, "certified": 2, "quarantined": 0}
     tasks.write_text(json.dumps({"verifier": "math", "task": {"answer": "\\sqrt{"}}) + "\n")
-    done = run_cli(fresh_server, "tasks", "certify", str(tasks), "--out", str(tmp_path / "report.jsonl"))
+    done = run_cli(fresh_app, "tasks", "certify", str(tasks), "--out", str(tmp_path / "report.jsonl"))
     assert done.returncode == 4, done.stderr
     assert json.loads((tmp_path / "report.jsonl").read_text())["status"] == "quarantined"
     tasks.write_text("{not json\n")
-    assert run_cli(fresh_server, "tasks", "certify", str(tasks)).returncode == 2
+    assert run_cli(fresh_app, "tasks", "certify", str(tasks)).returncode == 2
 
 
+@pytest.mark.slow
 def test_verifier_diff_finds_no_flip_when_nothing_changed_and_flips_on_a_flaky_task(
-        fresh_server: LiveServer) -> None:
-    with fresh_server.client() as c:
+        fresh_app: AppServer) -> None:
+    with fresh_app.client() as c:
         wrong = "```python\ndef add(a, b):\n    return a - b\n```"
         steady = {"groups": [{"verifier": "code", "task": {"entry_point": "add", "tests": ADD_TESTS},
                               "responses": [ADD_REFERENCE, wrong, "no code here"]}]}
         assert c.post("/v1/groups", json=steady).status_code == 200
-        done = run_cli(fresh_server, "verifier", "diff", "--verifier", "code", "--sample", "50")
+        done = run_cli(fresh_app, "verifier", "diff", "--verifier", "code", "--sample", "50")
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert report["replayed"] == 3 and report["reward_flips"] == 0 and report["verdict_flips"] == 0
@@ -272,7 +276,7 @@ def test_verifier_diff_finds_no_flip_when_nothing_changed_and_flips_on_a_flaky_t
         flaky = {"groups": [{"verifier": "code", "task": {"entry_point": "add", "tests": FLAKY_TESTS},
                              "responses": [ADD_REFERENCE] * 24}]}
         assert c.post("/v1/groups", json=flaky).status_code == 200
-        done = run_cli(fresh_server, "verifier", "diff", "--verifier", "code", "--sample", "100")
+        done = run_cli(fresh_app, "verifier", "diff", "--verifier", "code", "--sample", "100")
         assert done.returncode == 5, done.stderr
         report = json.loads(done.stdout)
         assert report["reward_flips"] > 0 and report["reward_flip_examples"]
@@ -286,14 +290,14 @@ def test_verifier_diff_finds_no_flip_when_nothing_changed_and_flips_on_a_flaky_t
         listed = {v["name"]: v for v in c.get("/v1/verifiers").json()}
         assert listed["code"]["last_diff"]["id"] == latest["id"]
         assert listed["math"]["last_diff"] is None
-        reward_key = fresh_server.create_key("reward")
+        reward_key = fresh_app.create_key("reward")
         steady_record = c.get("/v1/records", params={"verdict": "correct", "limit": 1}).json()["records"][0]
         certify(c, [{"verifier": "code", "task": {"entry_point": "add", "tests": ADD_TESTS},
                      "reference": ADD_REFERENCE}])
-    with fresh_server.client(reward_key) as trainer:
+    with fresh_app.client(reward_key) as trainer:
         assert trainer.post("/v1/verifiers/code/diff", json={"sample": 5}).status_code == 403
     # The viewer: the verifiers' gate, the report with links to its records, the task's certificates.
-    auditor = sign_in(fresh_server, fresh_server.create_key("audit"))
+    auditor = sign_in(fresh_app, fresh_app.create_key("audit"))
     try:
         listing = auditor.get("/ui/verifiers")
         assert listing.status_code == 200 and "/ui/verifiers/code/diff" in listing.text

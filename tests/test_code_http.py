@@ -1,4 +1,4 @@
-"""The `code` verifier through the real HTTP service: the issue's request shapes, and
+"""The `code` verifier through the HTTP API (the real app, in-process): the issue's request shapes, and
 hidden test content that no endpoint, error message, record or log line gives away."""
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def assert_clean(text: str, where: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def client(live_server):
-    with live_server.client() as c:
+def client(app_server):
+    with app_server.client() as c:
         yield c
 
 
@@ -65,7 +65,7 @@ def test_issue_request_shapes_work_as_written(client):
     assert set(body["components"]) >= {"format", "correctness", "compliance", "resources"}
 
 
-def test_hidden_tests_cannot_be_obtained_through_any_endpoint(client, live_server):
+def test_hidden_tests_cannot_be_obtained_through_any_endpoint(client, app_server):
     seen: list[tuple[str, str]] = []
 
     def call(method: str, url: str, **kwargs):
@@ -136,7 +136,7 @@ def test_hidden_tests_cannot_be_obtained_through_any_endpoint(client, live_serve
 
     for where, text in seen:
         assert_clean(text, where)
-    assert_clean(live_server.log_path.read_text(errors="replace"), "server log")
+    assert_clean(app_server.log_path.read_text(errors="replace"), "server log")
 
 
 def test_suspected_hacks_are_listed_by_flag(client):

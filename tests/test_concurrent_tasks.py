@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LiveServer
+from service.testing.app import AppServer, app_settings
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 
 CLIENTS = 8
 ROUNDS = 4
 
 
-def _hammer(server: LiveServer) -> None:
+def _hammer(server: AppServer) -> None:
     run = str(uuid.uuid4().int % 10**8)  # digits: each answer is a number the math judge parses
     barrier = threading.Barrier(CLIENTS)
     statuses: list[int] = []
@@ -62,18 +62,12 @@ def _hammer(server: LiveServer) -> None:
 
 @pytest.mark.slow
 def test_concurrent_identical_tasks_on_sqlite(tmp_path: Path):
-    server = LiveServer(tmp_path)
-    try:
+    with AppServer(app_settings(tmp_path)) as server:
         _hammer(server)
-    finally:
-        server.stop()
 
 
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_concurrent_identical_tasks_on_postgres(tmp_path: Path, database: str):  # noqa: F811
-    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": database})
-    try:
+    with AppServer(app_settings(tmp_path, database_url=database)) as server:
         _hammer(server)
-    finally:
-        server.stop()

@@ -1,4 +1,4 @@
-"""The service's edge under bad and hidden input, through real HTTP: a task found invalid
+"""The service's edge under bad and hidden input, through HTTP (the app in-process): a task found invalid
 while verifying fails only its own group, a reused request_id with another body is a 409,
 strings that are not Unicode are a 422, and no error carries hidden task data."""
 
@@ -9,7 +9,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import LiveServer
+from service.testing.app import AppServer, app_settings
 
 GOOD = {"verifier": "math", "task": {"answer": "2"}, "responses": [r"\boxed{2}", r"\boxed{3}"]}
 # Parses as a task (a string), but the judge cannot parse it as mathematics; the command
@@ -28,8 +28,8 @@ LEAKY_SQL = "SELECT json_extract('{}', name) FROM emp"
 
 
 @pytest.fixture(scope="module")
-def client(live_server: LiveServer):
-    with live_server.client() as c:
+def client(app_server: AppServer):
+    with app_server.client() as c:
         yield c
 
 
@@ -179,11 +179,12 @@ def test_sql_database_errors_on_hidden_instances_are_withheld(client: httpx.Clie
     assert honest.json()["reward"] == 1.0
 
 
+@pytest.mark.slow
 def test_infrastructure_errors_say_what_failed_in_our_words(tmp_path):
     """A Postgres SQL task whose server is unreachable: verdict `error`, and neither the
     connection string's password nor the driver's message reaches the caller."""
     secret = "QZXpassword7731"
-    server = LiveServer(tmp_path, env={"ASSAY_SQL_POSTGRES_URL": f"postgresql://assay:{secret}@127.0.0.1:9/x"})
+    server = AppServer(app_settings(tmp_path, sql_postgres_url=f"postgresql://assay:{secret}@127.0.0.1:9/x")).start()
     try:
         with server.client() as c:
             task = {**SQL_TASK, "dialect": "postgres"}

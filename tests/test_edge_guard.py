@@ -20,8 +20,11 @@ import httpx
 import pytest
 
 from service.store import AuditStore, EvalRow
+from service.testing.ui import sign_in
 from tests.conftest import REPO, LiveServer
-from tests.ui_support import sign_in
+
+# A real server process: raw sockets against its edge (slowloris, headers before the body).
+pytestmark = pytest.mark.slow
 
 MAX_BODY = 1_000_000
 INFLIGHT = 8

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from sandboxes.base import Limits, SandboxError
-from tests.conftest import LiveServer
+from service.testing.app import AppServer, app_settings
 
 POSTGRES_TASK = {"dialect": "postgres", "schema": "CREATE TABLE t(a int);", "instances": ["INSERT INTO t VALUES (1);"],
                  "gold": "SELECT a FROM t"}
@@ -26,7 +26,7 @@ def test_a_pool_that_cannot_start_fails_with_a_stable_cause(sandbox):
 
 @pytest.mark.slow
 def test_error_evidence_names_the_cause_and_metrics_count_it(tmp_path):
-    server = LiveServer(tmp_path, env={"ASSAY_SQL_POSTGRES_URL": ""})
+    server = AppServer(app_settings(tmp_path, sql_postgres_url=None)).start()
     try:
         with server.client() as client:
             result = client.post("/v1/verify", json={"verifier": "sql", "task": POSTGRES_TASK,

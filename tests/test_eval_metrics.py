@@ -9,12 +9,12 @@ import math
 import pytest
 import torch
 
+from assay_rules.variance import is_zero_variance
 from service.advantages import group_advantages
 from service.eval_metrics import Vote, bootstrap_difference, maj_at_k, pass_at_k
 from service.review import wilson_interval
 from trainer_client.grpo import compute_advantages
 from trainer_client.results import group_stats
-from trainer_client.variance import is_zero_variance
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 7])

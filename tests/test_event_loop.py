@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from service.store import AuditStore, RecordRow, TaskBlobRow, new_record_id
-from tests.conftest import LiveServer
+from service.testing.live import LiveServer
 
 RECORDS = 10_000
 HEALTHZ_BUDGET_S = 0.100
@@ -157,8 +157,8 @@ def _healthz_within(client: httpx.Client, released_at: float) -> float:
 def test_no_route_reads_the_database_on_the_event_loop(tmp_path: Path):
     import psycopg
 
+    from service.testing.ui import sign_in
     from tests.test_edge_guard import _postgres_database
-    from tests.ui_support import sign_in
 
     databases = _postgres_database()
     database = next(databases)

@@ -8,24 +8,25 @@ sets both (tests/test_compose_e2e.py checks the deployed stack).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, free_port
+from service.testing.app import AppServer, app_settings
+from service.testing.live import free_port
 
 
 @pytest.fixture(scope="module")
-def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, int]]:
+def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppServer, int]]:
     port = free_port()
-    server = LiveServer(tmp_path_factory.mktemp("closed"), env={
-        "ASSAY_API_DOCS": "false", "ASSAY_METRICS_PORT": str(port), "ASSAY_METRICS_HOST": "127.0.0.1"})
-    yield server, port
-    server.stop()
+    settings = app_settings(tmp_path_factory.mktemp("closed"), api_docs=False, metrics_port=port,
+                            metrics_host="127.0.0.1")
+    with AppServer(settings) as server:  # the metrics listener is a real one, on its own port
+        yield server, port
 
 
-def test_docs_and_metrics_are_off_the_api_port(closed: tuple[LiveServer, int]):
+@pytest.mark.slow
+def test_docs_and_metrics_are_off_the_api_port(closed: tuple[AppServer, int]):
     server, port = closed
     with server.client() as c:
         assert c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "2"},
@@ -38,12 +39,8 @@ def test_docs_and_metrics_are_off_the_api_port(closed: tuple[LiveServer, int]):
     assert 'assay_verifications_total{verdict="correct",verifier="math"} 1.0' in scraped.text
 
 
-def test_defaults_keep_docs_and_metrics_on_the_api_port(tmp_path: Path):
-    server = LiveServer(tmp_path)
-    try:
-        with httpx.Client(base_url=server.url, timeout=30) as c:
-            assert c.get("/openapi.json").json()["info"]["title"] == "Assay"
-            assert c.get("/docs").status_code == 200
-            assert "assay_verifications_total" in c.get("/metrics").text
-    finally:
-        server.stop()
+def test_defaults_keep_docs_and_metrics_on_the_api_port(app_server: AppServer):
+    with app_server.anonymous() as c:
+        assert c.get("/openapi.json").json()["info"]["title"] == "Assay"
+        assert c.get("/docs").status_code == 200
+        assert "assay_verifications_total" in c.get("/metrics").text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import LiveServer
+from service.testing.app import AppServer
 from verifiers.tool_state.examples import bank_state, transfer_task
 from verifiers.tool_state.trace import dumps_trace
 
@@ -26,11 +26,11 @@ def secret_transfer_task() -> dict:
                          required_outputs=[str(SOURCE_BALANCE - HIDDEN_AMOUNT)])
 
 
-def test_registered_tool_state_task_hides_expected_values(live_server: LiveServer):
+def test_registered_tool_state_task_hides_expected_values(app_server: AppServer):
     task = secret_transfer_task()
     wrong = dumps_trace([{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", "amount": 5}}],
                         "Done.")
-    with live_server.client() as c:
+    with app_server.client() as c:
         assert c.post("/v1/tasks", json={"task_id": "bank/secret", "verifier": "tool_state", "task": task}).is_success
         shown = c.get("/v1/tasks/bank/secret").json()
         result = c.post("/v1/verify", json={"verifier": "tool_state", "task_id": "bank/secret", "response": wrong})
@@ -50,17 +50,17 @@ def test_registered_tool_state_task_hides_expected_values(live_server: LiveServe
     assert record["feedback"] == result.json()["feedback"] == result.json()["evidence"]
 
 
-def test_inline_task_evidence_shows_the_diff(live_server: LiveServer):
+def test_inline_task_evidence_shows_the_diff(app_server: AppServer):
     task = transfer_task()
     wrong = dumps_trace([{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", "amount": 5}}],
                         "Done.")
-    with live_server.client() as c:
+    with app_server.client() as c:
         result = c.post("/v1/verify", json={"verifier": "tool_state", "task": task, "response": wrong}).json()
     wants = {d["want"] for d in result["evidence"]["state_diff"] if not isinstance(d["want"], dict)}
     assert 450 in wants
 
 
-def test_registered_sql_task_never_shows_gold_rows(live_server: LiveServer):
+def test_registered_sql_task_never_shows_gold_rows(app_server: AppServer):
     task = {
         "dialect": "sqlite",
         "schema": "CREATE TABLE emp(id INTEGER PRIMARY KEY, name TEXT, dept TEXT);",
@@ -69,7 +69,7 @@ def test_registered_sql_task_never_shows_gold_rows(live_server: LiveServer):
         "show_expected": True,
     }
     wrong = "```sql\nSELECT name FROM emp WHERE dept = 'ops'\n```"
-    with live_server.client() as c:
+    with app_server.client() as c:
         assert c.post("/v1/tasks", json={"task_id": "sql/secret", "verifier": "sql", "task": task}).is_success
         result = c.post("/v1/verify", json={"verifier": "sql", "task_id": "sql/secret", "response": wrong})
         assert result.json()["verdict"] == "incorrect"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, LiveServer
+from service.testing.app import AppServer, app_settings
+from tests.conftest import REPO
 from trainer_client import RewardClient
 from trainer_client.dynamic_sampling import dynamic_sample, has_signal
 from trainer_client.results import Generation, Group
@@ -22,19 +23,18 @@ HALF = {"answer": "\\frac{1}{2}"}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     # A store of its own: review statistics count every label in it.
-    server = LiveServer(tmp_path_factory.mktemp("inspection"))
-    yield server
-    server.stop()
+    with AppServer(app_settings(tmp_path_factory.mktemp("inspection"))) as server:
+        yield server
 
 
-def cli(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(server: AppServer, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "service.cli", *args], env=server.env(), cwd=REPO,
                           capture_output=True, text=True, timeout=120)
 
 
-def test_generation_facts_and_truncation_policies(server: LiveServer):
+def test_generation_facts_and_truncation_policies(server: AppServer):
     cut = {"text": r"$1 + 1 = 2$ so \boxed{1/2}", "tokens": 512, "finish_reason": "length"}
     done = {"text": r"$2 \times 2 = 4$, \boxed{0.5}", "tokens": 40, "finish_reason": "stop"}
     groups = [{"verifier": "math", "task": {**HALF, "truncation": policy}, "responses": [cut, done, "\\boxed{1/3}"]}
@@ -67,7 +67,7 @@ def test_generation_facts_and_truncation_policies(server: LiveServer):
         assert 'assay_flags_total{flag="truncated",verifier="math"}' in metrics
 
 
-def _labelled_records(server: LiveServer) -> dict[str, str]:
+def _labelled_records(server: AppServer) -> dict[str, str]:
     """Records of known kinds: a flagged correct, an unflagged correct, an incorrect."""
     with server.client() as c:
         r = c.post("/v1/groups", json={"groups": [{"verifier": "math", "task": HALF, "responses": [
@@ -79,7 +79,8 @@ def _labelled_records(server: LiveServer) -> dict[str, str]:
             "incorrect": results[2]["record_id"], "correct2": results[3]["record_id"]}
 
 
-def test_labels_review_queue_and_summary(server: LiveServer):
+@pytest.mark.slow
+def test_labels_review_queue_and_summary(server: AppServer):
     ids = _labelled_records(server)
     reviewer = server.create_key("review")
     named = cli(server, "keys", "create", "--scopes", "review", "--name", "ada").stdout.strip()
@@ -129,13 +130,14 @@ def test_labels_review_queue_and_summary(server: LiveServer):
                                        for line in out.stdout.splitlines())
 
 
-def test_eval_runs_report_and_compare(server: LiveServer):
+@pytest.mark.slow
+def test_eval_runs_report_and_compare(server: AppServer):
     heldout = [{"verifier": "math", "task": {"answer": str(n)},
                 "responses": [f"$ {n} + 0 = {n} $ \\boxed{{{n}}}", {"text": "\\boxed{0}", "tokens": 300,
                                                                        "finish_reason": "length"},
                               {"text": f"{n - 1} + 1 = {n}, \\boxed{{{n}}}", "tokens": 100}]} for n in (3, 4)]
     worse = [{**g, "responses": [r"\boxed{0}", r"\boxed{0}", r"\boxed{1}"]} for g in heldout]
-    with RewardClient(server.url, server.admin_key) as client:
+    with RewardClient(server.url, server.admin_key, transport=server.transport) as client:
         a = client.evaluate("heldout", "step-100", {"arith": heldout})
         b = client.evaluate("heldout", "step-0", {"arith": worse})
     report = a["families"]["arith"]
@@ -167,7 +169,7 @@ def test_eval_runs_report_and_compare(server: LiveServer):
     assert json.loads(out.stdout)["families"]["arith"]["pass_at_k"]["2"] == 1.0
 
 
-def test_task_stats_and_dynamic_sampling(server: LiveServer):
+def test_task_stats_and_dynamic_sampling(server: AppServer):
     with server.client() as c:
         c.post("/v1/tasks", json={"task_id": "curriculum/easy", "verifier": "math", "task": {"answer": "7"}})
         c.post("/v1/tasks", json={"task_id": "curriculum/mixed", "verifier": "math", "task": {"answer": "8"}})
@@ -198,14 +200,14 @@ def test_task_stats_and_dynamic_sampling(server: LiveServer):
                              responses=[Generation(text=a, tokens=3) for a in answers]))
         return out
 
-    with RewardClient(server.url, server.admin_key) as client:
+    with RewardClient(server.url, server.admin_key, transport=server.transport) as client:
         batch = dynamic_sample(sample, client.score_groups, batch_size=4)
     assert len(batch.groups) == 4 and all(has_signal(r) for r in batch.results)
     assert batch.rounds >= 2 and batch.dropped == batch.sampled - 4 >= 6  # i = 0, 3, 6, 9 carry signal
     assert all(r.results[1].verdict == "incorrect" for r in batch.results)
 
 
-def test_eval_and_review_endpoints_in_openapi(server: LiveServer):
+def test_eval_and_review_endpoints_in_openapi(server: AppServer):
     with server.client() as c:
         paths = c.get("/openapi.json").json()["paths"]
     for path in ("/v1/records/{record_id}/labels", "/v1/review/queue", "/v1/review/summary", "/v1/evals",

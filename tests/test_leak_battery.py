@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import BACKENDS, LiveServer
+from service.testing.app import AppServer, app_settings
+from tests.conftest import BACKENDS
 from verifiers.base import sha256_json
 from verifiers.registry import get
 from verifiers.tool_state.examples import bank_state
@@ -34,10 +35,11 @@ LOW_INT, LOW_WORD, LOW_WORD2 = "7", "ox", "fig"
 
 
 class Reader:
-    """The server, a `reward` key, an `audit` key and the admin key."""
+    """The app, a `reward` key, an `audit` key and the admin key; `tag` keeps task ids apart."""
 
-    def __init__(self, server: LiveServer) -> None:
+    def __init__(self, server: AppServer, tag: str) -> None:
         self.server = server
+        self.tag = tag
         self.reward = server.create_key("reward")
         self.audit = server.create_key("audit")
 
@@ -47,14 +49,11 @@ class Reader:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def reader(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
-    env = {"ASSAY_SANDBOX": request.param}
+    options = {"sandbox": request.param}
     if request.param == "docker":
-        env["ASSAY_SANDBOX_IMAGE"] = os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest")
-    server = LiveServer(tmp_path_factory.mktemp(f"leaks-{request.param}"), env=env)
-    try:
-        yield Reader(server)
-    finally:
-        server.stop()
+        options["sandbox_image"] = os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest")
+    with AppServer(app_settings(tmp_path_factory.mktemp(f"leaks-{request.param}"), **options)) as server:
+        yield Reader(server, request.param)
 
 
 def _tokens(text: str) -> set[str]:
@@ -146,7 +145,7 @@ SQL_MARKERS = [f"{SQL_MARKER}1", f"{SQL_MARKER}2", f"{SQL_MARKER}3", SQL_MARKER]
 
 @pytest.mark.parametrize("statement", SQL_ATTACKS)
 def test_sql_attacks_get_counts_never_rows(reader: Reader, statement: str):
-    task_id = f"leak/sql/{reader.server.port}"
+    task_id = f"leak/sql/{reader.tag}"
     register(reader, task_id, "sql", SQL_TASK)
     response = f"```sql\n{statement}\n```"
     result = attack(reader, "sql", task_id, response, SQL_MARKERS, [LOW_INT, LOW_WORD, LOW_WORD2],
@@ -163,19 +162,20 @@ def test_sql_attacks_get_counts_never_rows(reader: Reader, statement: str):
 
 
 def test_sql_honest_answer_after_attacks(reader: Reader):
-    task_id = f"leak/sql/{reader.server.port}"
+    task_id = f"leak/sql/{reader.tag}"
     register(reader, task_id, "sql", SQL_TASK)
     result = attack(reader, "sql", task_id, "```sql\nSELECT name FROM emp WHERE salary > 100\n```", SQL_MARKERS,
                     [LOW_WORD, LOW_WORD2], [SQL_TASK["instances"]])
     assert result["reward"] == 1.0 and result["verdict"] == "correct"
 
 
+@pytest.mark.postgres
 @pytest.mark.skipif(not os.environ.get("ASSAY_SQL_POSTGRES_URL"), reason="needs ASSAY_SQL_POSTGRES_URL")
 def test_postgres_errors_quoting_values_are_masked(tmp_path: Path):
     """Postgres quotes the value a cast tripped on; the feedback masks what the response did not write."""
-    server = LiveServer(tmp_path, env={"ASSAY_SQL_POSTGRES_URL": os.environ["ASSAY_SQL_POSTGRES_URL"]})
+    server = AppServer(app_settings(tmp_path, sql_postgres_url=os.environ["ASSAY_SQL_POSTGRES_URL"])).start()
     try:
-        r = Reader(server)
+        r = Reader(server, "pg")
         register(r, "leak/pg", "sql", {**SQL_TASK, "dialect": "postgres"})
         audited: list[str] = []
         for statement in ("SELECT CAST(name AS INTEGER) FROM emp", "SELECT code::int FROM emp",
@@ -234,7 +234,7 @@ CODE_LOW = [LOW_WORD, LOW_WORD2, "49"]
 
 @pytest.mark.parametrize("name", list(CODE_IO_ATTACKS))
 def test_code_io_attacks_get_counts_only(reader: Reader, name: str):
-    task_id = f"leak/code-io/{reader.server.port}"
+    task_id = f"leak/code-io/{reader.tag}"
     register(reader, task_id, "code", CODE_IO_TASK)
     response = f"```python\n{CODE_IO_ATTACKS[name]}\n```"
     result = attack(reader, "code", task_id, response, [CODE_MARKER, CODE_OUT_MARKER], CODE_LOW,
@@ -252,7 +252,7 @@ def test_code_io_attacks_get_counts_only(reader: Reader, name: str):
 
 
 def test_code_io_honest_answer_after_attacks(reader: Reader):
-    task_id = f"leak/code-io/{reader.server.port}"
+    task_id = f"leak/code-io/{reader.tag}"
     register(reader, task_id, "code", CODE_IO_TASK)
     code = ("x = input().split()[0]\nprint({'visible': 'shown 1', "
             + ", ".join(f"{k!r}: {v!r}" for k, v in ANSWER_TABLE.items()) + "}[x])")
@@ -262,7 +262,7 @@ def test_code_io_honest_answer_after_attacks(reader: Reader):
 
 @pytest.mark.parametrize("name", list(CODE_ASSERT_ATTACKS))
 def test_code_assert_attacks_get_counts_only(reader: Reader, name: str):
-    task_id = f"leak/code-assert/{reader.server.port}"
+    task_id = f"leak/code-assert/{reader.tag}"
     register(reader, task_id, "code", CODE_ASSERT_TASK)
     response = f"```python\n{CODE_ASSERT_ATTACKS[name]}\n```"
     result = attack(reader, "code", task_id, response, [CODE_MARKER], CODE_LOW, [CODE_ASSERT_TASK["tests"]])
@@ -277,7 +277,7 @@ def test_code_assert_attacks_get_counts_only(reader: Reader, name: str):
 
 
 def test_code_visible_failure_and_load_error_are_shown(reader: Reader):
-    task_id = f"leak/code-assert/{reader.server.port}"
+    task_id = f"leak/code-assert/{reader.tag}"
     register(reader, task_id, "code", CODE_ASSERT_TASK)
     wrong = attack(reader, "code", task_id, "```python\ndef f(x):\n    return 'nope'\n```", [CODE_MARKER], CODE_LOW,
                    [])
@@ -311,7 +311,7 @@ TOOL_ATTACKS = {
 
 @pytest.mark.parametrize("name", list(TOOL_ATTACKS))
 def test_tool_state_attacks_never_see_expected_values(reader: Reader, name: str):
-    task_id = f"leak/tool/{reader.server.port}"
+    task_id = f"leak/tool/{reader.tag}"
     register(reader, task_id, "tool_state", tool_task())
     response = dumps_trace(TOOL_ATTACKS[name], "Done. Balance is 945 or 950 or 1005.")
     result = attack(reader, "tool_state", task_id, response, [], TOOL_LOW,
@@ -341,7 +341,7 @@ def test_tool_state_session_finish_shows_feedback_only(reader: Reader):
 
 
 def test_tool_state_honest_answer_after_attacks(reader: Reader):
-    task_id = f"leak/tool/{reader.server.port}"
+    task_id = f"leak/tool/{reader.tag}"
     register(reader, task_id, "tool_state", tool_task())
     honest = dumps_trace(tool_task()["gold_actions"], f"Done, your balance is {950 - int(LOW_INT)}.")
     result = attack(reader, "tool_state", task_id, honest, [], [], [])
@@ -354,7 +354,7 @@ MATH_ATTACKS = ["\\boxed{8}", "I do not know", "\\boxed{1} or \\boxed{2}", "\\bo
 
 
 def test_math_answer_stays_hidden(reader: Reader):
-    task_id = f"leak/math/{reader.server.port}"
+    task_id = f"leak/math/{reader.tag}"
     shown = register(reader, task_id, "math", {"answer": LOW_INT, "prompt": f"Compute it. {MATH_MARKER}"},
                      hide=["prompt"])
     shown = register(reader, task_id, "math", {"answer": LOW_INT, "prompt": f"Compute it. {MATH_MARKER}"},
@@ -377,7 +377,7 @@ def test_math_answer_stays_hidden(reader: Reader):
 # ------------------------------------------------------------------ views, hide, fingerprints
 
 def test_full_evidence_needs_audit_for_registered_tasks(reader: Reader):
-    task_id = f"leak/view/{reader.server.port}"
+    task_id = f"leak/view/{reader.tag}"
     register(reader, task_id, "sql", SQL_TASK)
     body = {"verifier": "sql", "task_id": task_id, "response": "```sql\nSELECT name FROM emp\n```", "evidence": "full"}
     with reader.client(reader.reward) as c:
@@ -395,7 +395,7 @@ def test_full_evidence_needs_audit_for_registered_tasks(reader: Reader):
 
 
 def test_hide_on_registration_is_followed_and_checked(reader: Reader):
-    task_id = f"leak/hide/{reader.server.port}"
+    task_id = f"leak/hide/{reader.tag}"
     task = {"schema": f"CREATE TABLE {SQL_MARKER}t(a INTEGER);",
             "instances": [f"INSERT INTO {SQL_MARKER}t VALUES (1),(2);"],
             "gold": f"SELECT a FROM {SQL_MARKER}t WHERE a > 1"}
@@ -411,7 +411,7 @@ def test_hide_on_registration_is_followed_and_checked(reader: Reader):
 
 
 def test_task_hashes_are_keyed_and_stable(reader: Reader):
-    task_id = f"leak/hash/{reader.server.port}"
+    task_id = f"leak/hash/{reader.tag}"
     shown = register(reader, task_id, "sql", SQL_TASK)
     task = get("sql").parse_task(SQL_TASK)
     assert shown["task_hash"] != task.task_hash(), "the task hash is keyed, not a plain SHA-256"
@@ -438,7 +438,7 @@ def test_tasks_registered_before_keyed_fingerprints_keep_working(reader: Reader)
 
     task = get("math").parse_task({"answer": "12"})
     plain = task.task_hash()
-    task_id = f"leak/old/{reader.server.port}"
+    task_id = f"leak/old/{reader.tag}"
     store = AuditStore(reader.server.db_url)
     try:
         assert store.register_task(task_id, "math", plain, task.model_dump(mode="json"))

@@ -178,8 +178,8 @@ def test_a_task_hash_is_unchanged_until_a_new_field_is_set(math_verifier):
 @pytest.mark.parametrize(("choices", "detail"), [({"AB": "1"}, "one letter"), ({"A": ""}, "needs a value"),
                                                   ({"A": "\\frac{"}, "task.choices"),
                                                   ("figures", "significant_figures")])
-def test_bad_choices_or_forms_get_a_422_naming_the_field(live_server, choices, detail):
-    with live_server.client() as c:
+def test_bad_choices_or_forms_get_a_422_naming_the_field(app_server, choices, detail):
+    with app_server.client() as c:
         task = {"answer": "A", **({"significant_figures": 2} if choices == "figures" else {"choices": choices})}
         r = c.post("/v1/verify", json={"verifier": "math", "task": task, "response": "\\boxed{A}"})
         assert r.status_code == 422, r.text

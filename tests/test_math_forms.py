@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import LiveServer
+from service.testing.app import AppServer
 from verifiers import registry
 from verifiers.base import Verdict, VerifyContext
 
@@ -234,8 +234,8 @@ def test_a_worked_gold_solution_is_extracted_and_the_evidence_says_so(math_verif
     assert wrong.verdict is Verdict.incorrect
 
 
-def test_hedge_reaches_the_trainer_as_a_flag(live_server: LiveServer):
-    with live_server.client() as c:
+def test_hedge_reaches_the_trainer_as_a_flag(app_server: AppServer):
+    with app_server.client() as c:
         r = c.post("/v1/groups", json={"groups": [{"verifier": "math", "task": {"answer": "4"},
                                                     "responses": [r"\boxed{3} or \boxed{4}", r"\boxed{4}"]}]})
         assert r.status_code == 200, r.text

@@ -4,25 +4,13 @@ upstream label must be listed, with its reason, in docs/math_verifier.md."""
 
 from __future__ import annotations
 
-import json
-import re
-from pathlib import Path
-
 import pytest
 
+from service.testing.math_suite import CASES, documented_disagreements
 from verifiers import registry
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
 
-ROOT = Path(__file__).resolve().parent.parent
-CASES = [json.loads(line) for line in (ROOT / "tests/data/math_verify_suite.jsonl").read_text().splitlines()]
 MIN_AGREEMENT = 0.95
-
-
-def documented_disagreements() -> set[str]:
-    """The suite sources listed in docs/math_verifier.md (also read by bench/math_throughput.py)."""
-    doc = (ROOT / "docs/math_verifier.md").read_text()
-    section = doc.split("## Where we differ from Math-Verify", 1)[1].split("\n## ", 1)[0]
-    return set(re.findall(r"`(tests/[^`]+\])`", section))
 
 
 @pytest.fixture(scope="module")

@@ -92,6 +92,7 @@ def release_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("database")
 
 
+@pytest.mark.slow
 def test_release_database_is_refused_then_upgraded_without_loss(tmp_path: Path, release_url: str):
     key = make_release_database(release_url)
     before = dump(release_url)

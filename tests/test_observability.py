@@ -12,7 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.metrics import Metrics
-from tests.conftest import LiveServer
+from service.testing.live import LiveServer
+
+# A real server process: the JSON log lines `assay serve` writes.
+pytestmark = pytest.mark.slow
 
 README_GROUP = {"verifier": "math", "task": {"answer": "\\frac{1}{2}"},
                 "responses": ["\\boxed{0.5}", "\\boxed{1/3}", "so $\\boxed{2/4}$", "no idea"]}

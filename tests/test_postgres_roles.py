@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 from service.db_roles import APP_PRIVILEGES, SEQUENCE_PRIVILEGES
+from service.testing.ui import csrf_field, sign_in
 from tests.conftest import REPO, LiveServer
 from tests.test_audit_postgres import postgres_url  # noqa: F401  (fixture)
-from tests.ui_support import csrf_field, sign_in
 
 pytestmark = pytest.mark.postgres
 

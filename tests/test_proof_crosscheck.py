@@ -12,7 +12,8 @@ import random
 from pathlib import Path
 
 import pytest
-from proof_support import (
+
+from service.testing.metamath import (
     METAMATH,
     SET_MM,
     encode_number,
@@ -23,7 +24,6 @@ from proof_support import (
     split_compressed,
     with_copies,
 )
-
 from verifiers.base import Verdict, VerifyContext
 from verifiers.registry import get
 

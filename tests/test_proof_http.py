@@ -1,10 +1,11 @@
-"""The `proof` verifier through the real HTTP service: the issue's task shape in a group,
+"""The `proof` verifier through the HTTP API (the real app, in-process): the issue's task shape in a group,
 evidence and flags on the record, and task errors as 400s naming the field."""
 
 from __future__ import annotations
 
 import pytest
-from proof_support import SET_MM
+
+from service.testing.metamath import SET_MM
 
 pytestmark = pytest.mark.skipif(not SET_MM.exists(), reason="metamath-databases is not installed")
 
@@ -12,8 +13,8 @@ TASK = {"system": "metamath", "database": "set.mm", "theorem": "mp2"}
 
 
 @pytest.fixture(scope="module")
-def client(live_server):
-    with live_server.client(timeout=180) as c:
+def client(app_server):
+    with app_server.client(timeout=180) as c:
         yield c
 
 

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
-from proof_support import SET_MM
 
+from service.testing.metamath import SET_MM
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
 from verifiers.registry import get
 
@@ -67,7 +67,7 @@ def test_wrong_proof_names_first_failing_step(judge):
 
 def test_axiom_closure_and_forbidden_axioms(judge):
     task = {"system": "metamath", "database": "set.mm", "theorem": "ac5"}
-    from proof_support import set_mm
+    from service.testing.metamath import set_mm
 
     proof = "```metamath\n" + set_mm().proofs["ac5"] + "\n```"
     outcome, reward = one(judge, task, proof)

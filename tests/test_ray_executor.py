@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 
 import tests.test_tool_state_traps as tool_state_traps
-from tests.ray_cluster import PrivateNet, RayCluster, UdsServer
+from service.testing.ray_cluster import PrivateNet, RayCluster, UdsServer
 from tests.test_code_exploits import ASSERT_EXPLOITS, ASSERT_TASK, HONEST_ASSERT, HONEST_IO, IO_EXPLOITS, IO_TASK
 from tests.test_service_http import HOSTILE as HOSTILE_MATH
 from tests.test_sql_traps import ATTACKS as SQL_ATTACKS
@@ -303,7 +303,7 @@ def test_the_replica_process_runs_no_sandbox(servers: dict[str, Any]) -> None:
         ready = c.get("/readyz").json()
     assert ready["sandbox"]["executor"] == "ray" and ready["sandbox"]["assay_sandbox"] >= 1
     # Nothing sandboxed runs below the replica: its children are Ray's own, none is bwrap.
-    from tests.ray_cluster import descendants
+    from service.testing.ray_cluster import descendants
 
     below = descendants(servers["a"].proc.pid)[1:]
     names = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in below if Path(f"/proc/{pid}/comm").exists()]

@@ -25,7 +25,8 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.conftest import REPO, LiveServer
+from service.testing.app import AppServer, app_settings
+from tests.conftest import REPO
 from trainer_client import ReceiptError, RewardClient
 from trainer_client.receipts import ReceiptKey, canonical_json, check_result, response_hash
 from verifiers.tool_state.examples import transfer_task
@@ -38,7 +39,7 @@ Rewrite = Callable[[str, dict[str, Any]], dict[str, Any]]
 class RewritingProxy:
     """A loopback HTTP proxy that forwards to the service and passes JSON answers through `rewrite`."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: httpx.Client) -> None:
         self.rewrite: Rewrite = lambda _path, body: body
         self.rewritten = 0
         proxy = self
@@ -47,7 +48,7 @@ class RewritingProxy:
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                answer = httpx.post(upstream + self.path, content=body, headers=headers, timeout=120)
+                answer = upstream.post(self.path, content=body, headers=headers, timeout=120)
                 data = answer.content
                 if answer.status_code == 200:
                     before = answer.json()
@@ -74,22 +75,23 @@ class RewritingProxy:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    srv = LiveServer(tmp_path_factory.mktemp("receipts"))
-    yield srv
-    srv.stop()
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
+    with AppServer(app_settings(tmp_path_factory.mktemp("receipts"))) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
-def public_key(server: LiveServer) -> str:
-    return httpx.get(server.url + "/v1/receipts/key").json()["public_key"]
+def public_key(server: AppServer) -> str:
+    with server.anonymous() as http:
+        return http.get("/v1/receipts/key").json()["public_key"]
 
 
 @pytest.fixture
-def proxy(server: LiveServer) -> Iterator[RewritingProxy]:
-    p = RewritingProxy(server.url)
-    yield p
-    p.close()
+def proxy(server: AppServer) -> Iterator[RewritingProxy]:
+    with server.anonymous() as upstream:
+        p = RewritingProxy(upstream)
+        yield p
+        p.close()
 
 
 def _each_group(body: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -158,7 +160,7 @@ REWRITES = {
 
 
 @pytest.mark.parametrize("name", list(REWRITES))
-def test_changed_reward_is_refused_then_honest_answer_accepted(server: LiveServer, public_key: str,
+def test_changed_reward_is_refused_then_honest_answer_accepted(server: AppServer, public_key: str,
                                                                 proxy: RewritingProxy, name: str):
     change, message = REWRITES[name]
     proxy.rewrite = lambda _path, body: _each_group(body, change)
@@ -171,14 +173,14 @@ def test_changed_reward_is_refused_then_honest_answer_accepted(server: LiveServe
         assert client.score_groups([GROUP])[0].rewards == [1.0, 0.0, 0.0]
 
 
-def test_without_the_key_the_change_goes_through(server: LiveServer, proxy: RewritingProxy):
+def test_without_the_key_the_change_goes_through(server: AppServer, proxy: RewritingProxy):
     """What the receipts guard against: the same proxy, a client that does not check."""
     proxy.rewrite = lambda _path, body: _each_group(body, raise_wrong_reward)
     with RewardClient(proxy.url, server.admin_key, receipt_key="") as client:
         assert client.score_groups([GROUP])[0].rewards == [1.0, 1.0, 1.0]
 
 
-def test_verify_endpoint_reward_changed_is_refused(server: LiveServer, public_key: str, proxy: RewritingProxy):
+def test_verify_endpoint_reward_changed_is_refused(server: AppServer, public_key: str, proxy: RewritingProxy):
     def change(path: str, body: dict[str, Any]) -> dict[str, Any]:
         if path == "/v1/verify":
             body["reward"] = 1.0
@@ -192,7 +194,7 @@ def test_verify_endpoint_reward_changed_is_refused(server: LiveServer, public_ke
         assert client.verify("math", r"\boxed{3}", task={"answer": "2"}).reward == 0.0
 
 
-def test_adapters_check_when_the_key_is_configured(server: LiveServer, public_key: str, proxy: RewritingProxy,
+def test_adapters_check_when_the_key_is_configured(server: AppServer, public_key: str, proxy: RewritingProxy,
                                                    monkeypatch: pytest.MonkeyPatch):
     """ASSAY_RECEIPT_KEY turns checking on for every client the adapters build (verl reads the env)."""
     from trainer_client.adapters.verl import VerlScorer
@@ -207,7 +209,7 @@ def test_adapters_check_when_the_key_is_configured(server: LiveServer, public_ke
     assert scorer.compute_score("math", r"\boxed{2}", "2")["score"] == 1.0
 
 
-def test_every_result_kind_carries_a_valid_receipt(server: LiveServer, public_key: str):
+def test_every_result_kind_carries_a_valid_receipt(server: AppServer, public_key: str):
     key = ReceiptKey.parse(public_key)
     with server.client() as c:
         # /v1/verify, and its replay by request_id: the same receipt (Ed25519 is deterministic).
@@ -232,12 +234,12 @@ def test_every_result_kind_carries_a_valid_receipt(server: LiveServer, public_ke
         # /v1/evals: every record of the run.
         e = c.post("/v1/evals", json={"name": "n", "checkpoint": "c", "families": {"f": [GROUP]}}).json()
         assert sorted(key.verify(r)["reward"] for r in e["receipts"]) == [0.0, 0.0, 1.0]
-    with RewardClient(server.url, server.admin_key, receipt_key=public_key) as client:
+    with RewardClient(server.url, server.admin_key, receipt_key=public_key, transport=server.transport) as client:
         report = client.evaluate("n2", "c", {"f": [GROUP]})
         assert report["overall"]["n_responses"] == 3
 
 
-def test_env_finish_carries_a_receipt(server: LiveServer, public_key: str):
+def test_env_finish_carries_a_receipt(server: AppServer, public_key: str):
     key = ReceiptKey.parse(public_key)
     with server.client() as c:
         opened = c.post("/v1/envs", json={"task": transfer_task()})
@@ -250,15 +252,17 @@ def test_env_finish_carries_a_receipt(server: LiveServer, public_key: str):
     assert again.json()["receipt"] == done.json()["receipt"]
 
 
-def test_key_is_private_and_the_cli_prints_the_public_half(server: LiveServer, tmp_path: Path):
+@pytest.mark.slow
+def test_key_is_private_and_the_cli_prints_the_public_half(server: AppServer, tmp_path: Path):
     key_file = server.workdir / "audit.signing-key.pem"
     assert key_file.stat().st_mode & 0o777 == 0o600
     out = subprocess.run([sys.executable, "-m", "service.cli", "receipts", "key"], env=server.env(), cwd=REPO,
                          capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == httpx.get(server.url + "/v1/receipts/key").json()
+    with server.anonymous() as http:
+        assert json.loads(out.stdout) == http.get("/v1/receipts/key").json()
     # A key file others may read is refused at start.
     loose = tmp_path / "loose.pem"
     loose.write_bytes(key_file.read_bytes())
     loose.chmod(0o644)
     with pytest.raises(RuntimeError, match="may be read by others"):
-        LiveServer(tmp_path, env={"ASSAY_SIGNING_KEY_PATH": str(loose)})
+        AppServer(app_settings(tmp_path, signing_key_path=loose)).start()

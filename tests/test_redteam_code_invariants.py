@@ -29,7 +29,8 @@ import pytest
 
 from sandboxes.factory import create_sandbox
 from sandboxes.warm import WorkerTimings
-from tests.conftest import BACKENDS, LiveServer
+from service.testing.app import AppServer, app_settings
+from tests.conftest import BACKENDS
 from verifiers.base import Flag, Verdict, VerifyContext
 from verifiers.registry import get
 
@@ -366,6 +367,7 @@ def test_a_job_cannot_touch_what_outlives_it(judge, box):
     assert started(box) == before
 
 
+@pytest.mark.slow
 def test_a_job_cannot_poison_the_worker_while_it_loads(judge, box):
     # The attack runs at import of the candidate's module, and in a call of it.
     task = {**assert_task("def check(candidate):\n    assert candidate(2, 3) == 5\n"), "time_limit_s": 20.0}
@@ -438,14 +440,14 @@ def test_a_flood_of_flag_names_makes_a_bounded_number_of_metric_series():
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def server(request, tmp_path_factory):
-    env = {"ASSAY_SANDBOX": request.param, "ASSAY_SANDBOX_ACQUIRE_TIMEOUT_S": str(ACQUIRE_TIMEOUT_S)}
+    options = {"sandbox": request.param, "sandbox_acquire_timeout_s": ACQUIRE_TIMEOUT_S}
     if request.param == "docker":
-        env["ASSAY_SANDBOX_IMAGE"] = os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest")
-    live = LiveServer(tmp_path_factory.mktemp(f"redteam-{request.param}"), env=env)
-    yield live
-    live.stop()
+        options["sandbox_image"] = os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest")
+    with AppServer(app_settings(tmp_path_factory.mktemp(f"redteam-{request.param}"), **options)) as app:
+        yield app
 
 
+@pytest.mark.slow
 def test_over_http_no_response_fails_its_group_holds_a_worker_or_floods_the_metrics(server):
     task = assert_task("def check(candidate):\n    assert candidate(2, 3) == 5\n")
     fence = "```python\n{}\n```"

@@ -20,8 +20,8 @@ from service.alarms import diversity_collapse, length_growth, timeouts_by_length
 from service.run_schemas import LengthBucket, RunStep, Thresholds
 from service.runs import steps
 from service.store import AuditStore, RecordRow
-from tests.conftest import LiveServer
-from tests.run_support import SyntheticRun, replay
+from service.testing.app import AppServer, app_settings
+from service.testing.runs import SyntheticRun, replay
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 from verifiers.tool_state.examples import GOLD_TRANSFER, transfer_task
 
@@ -71,18 +71,18 @@ def webhook() -> Iterator[Webhook]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, webhook: Webhook) -> Iterator[LiveServer]:
-    server = LiveServer(tmp_path_factory.mktemp("runs"), env={
-        "ASSAY_ALARM_WEBHOOK_URL": webhook.url, "ASSAY_ALARM_CHECK_INTERVAL_S": "0"})
-    yield server
-    server.stop()
+def server(tmp_path_factory: pytest.TempPathFactory, webhook: Webhook) -> Iterator[AppServer]:
+    settings = app_settings(tmp_path_factory.mktemp("runs"), alarm_webhook_url=webhook.url, alarm_check_interval_s=0)
+    with AppServer(settings) as server:
+        yield server
 
 
 def _rules(run: dict[str, Any]) -> set[tuple[str, str]]:
     return {(a["rule"], a["subject"]) for a in run["alarms"]}
 
 
-def test_a_hacking_run_raises_its_alarms_within_steps_and_an_honest_run_none(server: LiveServer,
+@pytest.mark.slow
+def test_a_hacking_run_raises_its_alarms_within_steps_and_an_honest_run_none(server: AppServer,
                                                                                webhook: Webhook) -> None:
     honest = SyntheticRun(f"honest-{uuid.uuid4().hex[:8]}", "honest", seed=1)
     hacking = SyntheticRun(f"hacking-{uuid.uuid4().hex[:8]}", "hacking", seed=2)
@@ -142,7 +142,7 @@ def test_a_hacking_run_raises_its_alarms_within_steps_and_an_honest_run_none(ser
     assert all(x["records"] for x in logged)
 
 
-def test_every_verifying_route_keeps_the_run_on_its_records(server: LiveServer) -> None:
+def test_every_verifying_route_keeps_the_run_on_its_records(server: AppServer) -> None:
     run_id = f"routes-{uuid.uuid4().hex[:8]}"
     tag = {"id": run_id, "step": 3}
     with server.client() as c:
@@ -190,7 +190,7 @@ def test_every_verifying_route_keeps_the_run_on_its_records(server: LiveServer) 
     assert missing.status_code == 404
 
 
-def test_runs_need_the_audit_scope_and_thresholds_are_per_run(server: LiveServer) -> None:
+def test_runs_need_the_audit_scope_and_thresholds_are_per_run(server: AppServer) -> None:
     reward_only = server.create_key("reward")
     quiet = SyntheticRun(f"quiet-{uuid.uuid4().hex[:8]}", "hacking", steps=7, seed=3)
     with server.client(reward_only) as c:
@@ -317,7 +317,7 @@ def test_the_step_figures_are_what_the_records_say(store_url: str) -> None:
     store.engine.dispose()
 
 
-def test_the_adapters_tag_records_with_the_trainers_global_step(server: LiveServer) -> None:
+def test_the_adapters_tag_records_with_the_trainers_global_step(server: AppServer) -> None:
     from types import SimpleNamespace
 
     from trainer_client import RewardClient
@@ -325,13 +325,13 @@ def test_the_adapters_tag_records_with_the_trainers_global_step(server: LiveServ
     from trainer_client.adapters.verl import VerlScorer
 
     run_id = f"adapters-{uuid.uuid4().hex[:8]}"
-    with RewardClient(server.url, server.admin_key, run_id=run_id) as client:
+    with RewardClient(server.url, server.admin_key, run_id=run_id, transport=server.transport) as client:
         reward = assay_reward_func(client)
         got = reward(prompts=["2+2?", "2+2?"], completions=["\\boxed{4}", "\\boxed{5}"], answer=["4", "4"],
                      trainer_state=SimpleNamespace(global_step=7))
         scorer = VerlScorer(client)
         scored = scorer.compute_score("gsm8k", "so \\boxed{6}", "6", extra_info={"global_step": 9})
-        untagged = RewardClient(server.url, server.admin_key)  # no run: nothing is tagged
+        untagged = RewardClient(server.url, server.admin_key, transport=server.transport)  # no run: nothing is tagged
         untagged.score_groups([{"verifier": "math", "task": {"answer": "1"}, "responses": ["\\boxed{1}"]}])
         untagged.close()
     assert got == [1.0, 0.0] and scored["score"] == 1.0
@@ -342,7 +342,7 @@ def test_the_adapters_tag_records_with_the_trainers_global_step(server: LiveServ
 
 @pytest.mark.postgres
 def test_a_hacking_run_on_postgres_raises_the_same_alarms(tmp_path: Path, database: str) -> None:  # noqa: F811
-    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": database, "ASSAY_ALARM_CHECK_INTERVAL_S": "0"})
+    server = AppServer(app_settings(tmp_path, database_url=database, alarm_check_interval_s=0)).start()
     try:
         hacking = SyntheticRun(f"pg-hacking-{uuid.uuid4().hex[:6]}", "hacking", steps=9, change=4, seed=2)
         with server.client() as c:

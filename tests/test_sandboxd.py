@@ -178,6 +178,7 @@ def test_runner_module_never_imports_the_service():
 # --------------------------------------------------------------- through the service
 
 
+@pytest.mark.slow
 def test_service_verifies_through_the_runner_and_answers_503_without_it(tmp_path: Path):
     runner = Sandboxd(tmp_path / "runner")
     server = LiveServer(tmp_path, env={"ASSAY_SANDBOX": "remote", "ASSAY_SANDBOXD_URL": runner.url,

@@ -1,17 +1,19 @@
-"""The reward API end to end: a real uvicorn server, real sandbox, real SQLite store."""
+"""The reward API end to end: the app in-process (a real uvicorn server where a test restarts it),
+real sandbox, real SQLite store."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
+from service.testing.app import AppServer, app_settings
 from tests.conftest import REPO, LiveServer
 
 GROUP = {
@@ -32,8 +34,8 @@ HOSTILE = [
 ]
 
 
-def test_group_of_eight_returns_rewards_advantages_and_records(live_server: LiveServer):
-    with live_server.client() as c:
+def test_group_of_eight_returns_rewards_advantages_and_records(app_server: AppServer):
+    with app_server.client() as c:
         r = c.post("/v1/groups", json={"groups": [GROUP]})
         assert r.status_code == 200, r.text
         group = r.json()["groups"][0]
@@ -57,8 +59,8 @@ def test_group_of_eight_returns_rewards_advantages_and_records(live_server: Live
         assert replay["same_verdict"] is True and replay["replayed_verdict"] == "incorrect"
 
 
-def test_advantage_options_and_zero_variance(live_server: LiveServer):
-    with live_server.client() as c:
+def test_advantage_options_and_zero_variance(app_server: AppServer):
+    with app_server.client() as c:
         same = {"verifier": "math", "task": {"answer": "1"}, "responses": [r"\boxed{1}"] * 4}
         one = {"verifier": "math", "task": {"answer": "1"}, "responses": [r"\boxed{1}", "0", "0", "0"]}
         r = c.post("/v1/groups", json={"groups": [same, one], "advantage": {"scale": "none"}}).json()
@@ -68,11 +70,11 @@ def test_advantage_options_and_zero_variance(live_server: LiveServer):
         assert r["groups"][0]["advantages"] == pytest.approx([1.4997, -0.4999, -0.4999, -0.4999], abs=1e-4)
 
 
-def test_hostile_math_answers_never_execute_and_service_stays_up(live_server: LiveServer):
+def test_hostile_math_answers_never_execute_and_service_stays_up(app_server: AppServer):
     marker = Path("/tmp/assay-pwned")
     marker.unlink(missing_ok=True)
     started = time.monotonic()
-    with live_server.client() as c:
+    with app_server.client() as c:
         r = c.post("/v1/groups", json={"groups": [{"verifier": "math", "task": {"answer": "1"},
                                                     "responses": HOSTILE}]})
         assert r.status_code == 200, r.text
@@ -86,10 +88,10 @@ def test_hostile_math_answers_never_execute_and_service_stays_up(live_server: Li
     assert not marker.exists()
 
 
-def test_hostile_answer_is_bounded_by_its_time_limit(live_server: LiveServer):
+def test_hostile_answer_is_bounded_by_its_time_limit(app_server: AppServer):
     # A comparison sympy cannot finish quickly: the per-answer budget ends it.
     answer = r"\boxed{" + "+".join(f"\\sin(x^{{{i}}})^{{{i}}}" for i in range(2, 40)) + "}"
-    with live_server.client() as c:
+    with app_server.client() as c:
         started = time.monotonic()
         r = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "x", "timeout_s": 1},
                                        "response": answer})
@@ -98,18 +100,19 @@ def test_hostile_answer_is_bounded_by_its_time_limit(live_server: LiveServer):
         assert time.monotonic() - started < 15
 
 
-def test_auth_missing_wrong_and_insufficient_scope(live_server: LiveServer):
+def test_auth_missing_wrong_and_insufficient_scope(app_server: AppServer):
     body = {"verifier": "math", "task": {"answer": "1"}, "response": "1"}
-    assert httpx.post(live_server.url + "/v1/verify", json=body).status_code == 401
-    assert httpx.post(live_server.url + "/v1/verify", json=body,
-                      headers={"Authorization": "Bearer ak_nope_nope"}).status_code == 401
-    audit_only = live_server.create_key("audit")
-    with live_server.client(audit_only) as c:
+    with app_server.anonymous() as anonymous:
+        assert anonymous.post("/v1/verify", json=body).status_code == 401
+        wrong = {"Authorization": "Bearer ak_nope_nope"}
+        assert anonymous.post("/v1/verify", json=body, headers=wrong).status_code == 401
+    audit_only = app_server.create_key("audit")
+    with app_server.client(audit_only) as c:
         r = c.post("/v1/verify", json=body)
         assert r.status_code == 403 and "reward" in r.json()["detail"]
         assert c.get("/v1/records").status_code == 200
-    reward_only = live_server.create_key("reward")
-    with live_server.client(reward_only) as c:
+    reward_only = app_server.create_key("reward")
+    with app_server.client(reward_only) as c:
         assert c.get("/v1/records").status_code == 403
         task = {"task_id": "t", "verifier": "math", "task": {"answer": "1"}}
         assert c.post("/v1/tasks", json=task).status_code == 403
@@ -123,15 +126,15 @@ def test_auth_missing_wrong_and_insufficient_scope(live_server: LiveServer):
     ({"verifier": "math", "task": {"answer": "1"}, "task_id": "x", "response": "1"}, "task"),
     ({"verifier": "math", "task": {"answer": "1", "timeout_s": -1}, "response": "1"}, "task.timeout_s"),
 ])
-def test_bad_input_gets_a_4xx_naming_the_field(live_server: LiveServer, body, field):
-    with live_server.client() as c:
+def test_bad_input_gets_a_4xx_naming_the_field(app_server: AppServer, body, field):
+    with app_server.client() as c:
         r = c.post("/v1/verify", json=body)
         assert r.status_code == 422
         assert field in r.json()["detail"]
 
 
-def test_limits_on_body_group_and_response(live_server: LiveServer):
-    with live_server.client() as c:
+def test_limits_on_body_group_and_response(app_server: AppServer):
+    with app_server.client() as c:
         big = c.post("/v1/verify", content=b"x" * (9 * 1024 * 1024), headers={"Content-Type": "application/json"})
         assert big.status_code == 413
         too_many = {"groups": [{"verifier": "math", "task": {"answer": "1"}, "responses": ["1"] * 65}]}
@@ -143,8 +146,8 @@ def test_limits_on_body_group_and_response(live_server: LiveServer):
         assert c.get("/v1/records/doesnotexist").status_code == 404
 
 
-def test_retries_do_not_double_log(live_server: LiveServer):
-    with live_server.client() as c:
+def test_retries_do_not_double_log(app_server: AppServer):
+    with app_server.client() as c:
         body = {"verifier": "math", "task": {"answer": "3"}, "response": "3", "request_id": "retry-me-1"}
         first, second = c.post("/v1/verify", json=body).json(), c.post("/v1/verify", json=body).json()
         assert first["record_id"] == second["record_id"]
@@ -159,8 +162,8 @@ def test_retries_do_not_double_log(live_server: LiveServer):
         assert c.post("/v1/groups", json=other, headers=headers).status_code == 422
 
 
-def test_registered_tasks_by_id(live_server: LiveServer):
-    with live_server.client() as c:
+def test_registered_tasks_by_id(app_server: AppServer):
+    with app_server.client() as c:
         reg = {"task_id": "algebra/1", "verifier": "math", "task": {"answer": "x+1"}}
         assert c.post("/v1/tasks", json=reg).status_code == 201
         assert c.post("/v1/tasks", json=reg).json()["created"] is False
@@ -173,8 +176,8 @@ def test_registered_tasks_by_id(live_server: LiveServer):
         assert listed and listed[0]["task_id"] == "algebra/1"
 
 
-def test_records_filter_and_paginate(live_server: LiveServer):
-    with live_server.client() as c:
+def test_records_filter_and_paginate(app_server: AppServer):
+    with app_server.client() as c:
         c.post("/v1/groups", json={"groups": [{"verifier": "math", "task": {"answer": "9"},
                                                "responses": ["9", "8", "7", "9"]}]})
         page = c.get("/v1/records", params={"verdict": "incorrect", "limit": 1}).json()
@@ -185,11 +188,12 @@ def test_records_filter_and_paginate(live_server: LiveServer):
         assert c.get("/v1/records", params={"verdict": "bogus"}).status_code == 422
 
 
-def wait_for_inflight(server: LiveServer, n: int, timeout_s: float = 60.0) -> None:
+def wait_for_inflight(server: AppServer | LiveServer, n: int, timeout_s: float = 60.0) -> None:
     """Until the server's in-flight gauge reads at least n (the slow group was admitted)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        text = httpx.get(server.url + "/metrics", timeout=5).text
+        with server.client() as c:
+            text = c.get("/metrics", timeout=5).text
         values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith("assay_inflight_responses ")]
         if values and values[0] >= n:
             return
@@ -197,8 +201,9 @@ def wait_for_inflight(server: LiveServer, n: int, timeout_s: float = 60.0) -> No
     raise AssertionError(f"the server never had {n} responses in flight")
 
 
+@pytest.mark.slow
 def test_saturation_gets_503_with_retry_after(tmp_path):
-    server = LiveServer(tmp_path, env={"ASSAY_MAX_INFLIGHT_RESPONSES": "4"})
+    server = AppServer(app_settings(tmp_path, max_inflight_responses=4)).start()
     try:
         # Four code responses that sleep in the sandbox until their time limit: in flight for seconds.
         slow = {"verifier": "code",
@@ -223,6 +228,7 @@ def test_saturation_gets_503_with_retry_after(tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 def test_records_survive_restart_and_keys_work_while_running(fresh_server: LiveServer):
     with fresh_server.client() as c:
         record_id = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "4"},
@@ -234,24 +240,25 @@ def test_records_survive_restart_and_keys_work_while_running(fresh_server: LiveS
         assert record.status_code == 200 and record.json()["verdict"] == "correct"
 
 
-def test_health_ready_metrics_openapi(live_server: LiveServer):
-    with live_server.client() as c:
-        assert c.get("/healthz").json() == {"status": "ok"}
-        assert c.get("/readyz").json()["status"] == "ready"
-        c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "1"}, "response": "1"})
-        metrics = c.get("/metrics").text
-        assert 'assay_verifications_total{verdict="correct",verifier="math"}' in metrics
-        spec = c.get("/openapi.json").json()
-        for path in ("/v1/verify", "/v1/groups", "/v1/records", "/v1/records/{record_id}", "/v1/records/export",
-                     "/v1/verifiers", "/v1/tasks", "/healthz", "/metrics"):
-            assert path in spec["paths"], path
-        verifiers = {v["name"]: v for v in c.get("/v1/verifiers").json()}
-        assert "answer" in verifiers["math"]["task_schema"]["properties"]
+def test_health_ready_metrics_openapi(client):
+    """Through the `client` fixture: starlette's TestClient itself, entered (lifespan ran)."""
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json()["status"] == "ready"
+    client.post("/v1/verify", json={"verifier": "math", "task": {"answer": "1"}, "response": "1"})
+    metrics = client.get("/metrics").text
+    assert 'assay_verifications_total{verdict="correct",verifier="math"}' in metrics
+    spec = client.get("/openapi.json").json()
+    for path in ("/v1/verify", "/v1/groups", "/v1/records", "/v1/records/{record_id}", "/v1/records/export",
+                 "/v1/verifiers", "/v1/tasks", "/healthz", "/metrics"):
+        assert path in spec["paths"], path
+    verifiers = {v["name"]: v for v in client.get("/v1/verifiers").json()}
+    assert "answer" in verifiers["math"]["task_schema"]["properties"]
 
 
-def test_cli_audit_replay_and_local_verify(fresh_server: LiveServer):
-    env = fresh_server.env()
-    with fresh_server.client() as c:
+@pytest.mark.slow
+def test_cli_audit_replay_and_local_verify(fresh_app: AppServer):
+    env = {**os.environ, "ASSAY_DATABASE_URL": fresh_app.db_url, "ASSAY_SANDBOX_WORKERS": "2"}
+    with fresh_app.client() as c:
         record_id = c.post("/v1/verify", json={"verifier": "math", "task": {"answer": "2"},
                                                "response": r"\boxed{3}"}).json()["record_id"]
 

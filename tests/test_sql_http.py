@@ -1,4 +1,4 @@
-"""The `sql` verifier through the real HTTP service: the issue's request shape, groups,
+"""The `sql` verifier through the HTTP API (the real app, in-process): the issue's request shape, groups,
 task errors as client errors, and hidden gold content that no endpoint, record or log
 line gives away."""
 
@@ -30,8 +30,8 @@ HIDDEN_TASK = {
 
 
 @pytest.fixture(scope="module")
-def client(live_server):
-    with live_server.client() as c:
+def client(app_server):
+    with app_server.client() as c:
         yield c
 
 
@@ -78,7 +78,7 @@ def test_task_errors_are_client_errors(client):
     assert client.post("/v1/verify", json=bad).status_code == 422
 
 
-def test_registered_task_hides_gold_query_and_gold_rows(client, live_server):
+def test_registered_task_hides_gold_query_and_gold_rows(client, app_server):
     task_id = f"sql-hidden-{uuid.uuid4().hex[:8]}"
     created = client.post("/v1/tasks", json={"task_id": task_id, "verifier": "sql", "task": HIDDEN_TASK})
     assert created.status_code == 201, created.text
@@ -102,7 +102,7 @@ def test_registered_task_hides_gold_query_and_gold_rows(client, live_server):
         "verify": wrong.text + right.text,
         "record": client.get(f"/v1/records/{wrong.json()['record_id']}").text,
         "export": client.get("/v1/records/export").text,
-        "server log": live_server.log_path.read_text(errors="replace"),
+        "server log": app_server.log_path.read_text(errors="replace"),
     }
     for where, text in texts.items():
         assert GOLD_MARKER not in text, f"{where} leaked the gold query"

@@ -238,9 +238,9 @@ def test_missing_admin_url_is_an_infrastructure_error(sandbox):
 
 
 def test_postgres_task_through_the_http_service(postgres_url, tmp_path):
-    from tests.conftest import LiveServer
+    from service.testing.app import AppServer, app_settings
 
-    server = LiveServer(tmp_path, env={"ASSAY_SQL_POSTGRES_URL": postgres_url})
+    server = AppServer(app_settings(tmp_path, sql_postgres_url=postgres_url)).start()
     try:
         with server.client() as client:
             reply = client.post("/v1/groups", json={"groups": [{

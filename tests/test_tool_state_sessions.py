@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import LiveServer
 
+from service.testing.app import AppServer, app_settings
 from verifiers.tool_state.examples import GOLD_TRANSFER, transfer_task
 from verifiers.tool_state.trace import dumps_trace
 
@@ -18,17 +18,16 @@ COMPARED = ("verdict", "reward", "components", "evidence", "flags", "verifier_ve
 
 
 @pytest.fixture(scope="module")
-def limited_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """A server with small session limits so that the per-key cap is quick to reach."""
-    server = LiveServer(tmp_path_factory.mktemp("assay-envs"),
-                        env={"ASSAY_ENV_MAX_PER_KEY": "3", "ASSAY_MAX_RESPONSE_CHARS": "6000"})
-    yield server
-    server.stop()
+def limited_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
+    """An app with small session limits so that the per-key cap is quick to reach."""
+    settings = app_settings(tmp_path_factory.mktemp("assay-envs"), env_max_per_key=3, max_response_chars=6000)
+    with AppServer(settings) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
-def client(live_server: LiveServer) -> Iterator[httpx.Client]:
-    with live_server.client() as c:
+def client(app_server: AppServer) -> Iterator[httpx.Client]:
+    with app_server.client() as c:
         yield c
 
 
@@ -132,7 +131,7 @@ def test_doing_nothing_in_a_session_fails(client: httpx.Client) -> None:
     assert (result["verdict"], result["reward"]) == ("incorrect", 0.0)
 
 
-def test_registered_task_by_id(live_server: LiveServer, client: httpx.Client) -> None:
+def test_registered_task_by_id(app_server: AppServer, client: httpx.Client) -> None:
     registered = client.post("/v1/tasks", json={"task_id": "bank/transfer-500", "verifier": "tool_state",
                                                 "task": transfer_task()})
     assert registered.status_code == 201, registered.text
@@ -151,7 +150,7 @@ def test_step_limit(client: httpx.Client) -> None:
     assert finish(client, env_id)["verdict"] == "correct"
 
 
-def test_finish_is_idempotent_and_closes_the_session(live_server: LiveServer, client: httpx.Client) -> None:
+def test_finish_is_idempotent_and_closes_the_session(app_server: AppServer, client: httpx.Client) -> None:
     # A task of its own, so that its hash finds exactly this test's records.
     env_id = open_env(client, task=transfer_task(max_calls=63))["env_id"]
     step(client, env_id, "transfer", **GOLD_TRANSFER["args"])
@@ -163,13 +162,13 @@ def test_finish_is_idempotent_and_closes_the_session(live_server: LiveServer, cl
     assert [r["id"] for r in records] == [first["record_id"]]
 
 
-def test_sessions_belong_to_their_key(live_server: LiveServer, client: httpx.Client) -> None:
+def test_sessions_belong_to_their_key(app_server: AppServer, client: httpx.Client) -> None:
     env_id = open_env(client)["env_id"]
-    with live_server.client(live_server.create_key("reward")) as other:
+    with app_server.client(app_server.create_key("reward")) as other:
         assert other.post(f"/v1/envs/{env_id}/step", json={"tool": "list_accounts"}).status_code == 404
         assert other.post(f"/v1/envs/{env_id}/finish", json={"final_message": "x"}).status_code == 404
     assert client.post("/v1/envs/env_nope/step", json={"tool": "list_accounts"}).status_code == 404
-    with httpx.Client(base_url=live_server.url) as anonymous:
+    with app_server.anonymous() as anonymous:
         assert anonymous.post("/v1/envs", json={"task": transfer_task()}).status_code == 401
 
 
@@ -205,7 +204,8 @@ def test_bad_step_bodies_are_rejected_without_recording(client: httpx.Client) ->
     assert step(client, env_id, "list_accounts")["step"] == 0
 
 
-def test_sessions_are_limited_per_key(limited_server: LiveServer) -> None:
+@pytest.mark.slow
+def test_sessions_are_limited_per_key(limited_server: AppServer) -> None:
     # Expiry is tested on an injected clock, without sleeping: tests/test_env_sessions.py.
     with limited_server.client() as c:
         ids = [open_env(c)["env_id"] for _ in range(3)]
@@ -222,7 +222,8 @@ def test_sessions_are_limited_per_key(limited_server: LiveServer) -> None:
 
 
 
-def test_steps_stop_before_the_trace_outgrows_the_verify_limit(limited_server: LiveServer) -> None:
+@pytest.mark.slow
+def test_steps_stop_before_the_trace_outgrows_the_verify_limit(limited_server: AppServer) -> None:
     # The server accepts responses of at most 6000 characters; 2000 are kept for the message.
     with limited_server.client(limited_server.create_key("reward")) as c:
         env_id = open_env(c)["env_id"]

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.conftest import LiveServer
-from tests.ui_support import (
+from service.testing.live import LiveServer
+from service.testing.ui import (
     CHROMIUM,
     CHROMIUM_ARGS,
     HOSTILE_RESPONSES,

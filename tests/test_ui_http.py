@@ -12,32 +12,31 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import LiveServer
-from tests.ui_support import GOLD_MARKER, Populated, csrf_field, populate, sign_in
+from service.testing.app import AppServer, app_settings
+from service.testing.ui import GOLD_MARKER, Populated, csrf_field, populate, sign_in
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    srv = LiveServer(tmp_path_factory.mktemp("viewer-http"))
-    yield srv
-    srv.stop()
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
+    with AppServer(app_settings(tmp_path_factory.mktemp("viewer-http"))) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
-def data(server: LiveServer) -> Populated:
+def data(server: AppServer) -> Populated:
     return populate(server)
 
 
 @pytest.fixture(scope="module")
-def auditor(server: LiveServer, data: Populated) -> Iterator[httpx.Client]:
+def auditor(server: AppServer, data: Populated) -> Iterator[httpx.Client]:
     client = sign_in(server, server.create_key("audit"))
     yield client
     client.close()
 
 
-def test_sign_in_sets_a_strict_httponly_cookie_and_never_puts_the_key_in_a_url(server: LiveServer):
+def test_sign_in_sets_a_strict_httponly_cookie_and_never_puts_the_key_in_a_url(server: AppServer):
     key = server.create_key("audit")
-    with httpx.Client(base_url=server.url) as browser:
+    with server.anonymous() as browser:
         form = browser.get("/ui/")
         assert form.status_code == 200 and 'name="api_key"' in form.text and 'type="password"' in form.text
         assert 'method="post"' in form.text
@@ -52,9 +51,9 @@ def test_sign_in_sets_a_strict_httponly_cookie_and_never_puts_the_key_in_a_url(s
         assert browser.get("/ui/records").status_code == 200
 
 
-def test_sign_in_refuses_bad_keys_and_missing_scope_without_echoing_them(server: LiveServer):
+def test_sign_in_refuses_bad_keys_and_missing_scope_without_echoing_them(server: AppServer):
     reward_only = server.create_key("reward")
-    with httpx.Client(base_url=server.url) as browser:
+    with server.anonymous() as browser:
         token = csrf_field(browser.get("/ui/").text)
         for key, message in ((reward_only, "lacks the 'audit' scope"), ("ak_nope_nope", "unknown or revoked")):
             reply = browser.post("/ui/sign-in", data={"api_key": key, "csrf_token": token})
@@ -63,21 +62,21 @@ def test_sign_in_refuses_bad_keys_and_missing_scope_without_echoing_them(server:
             assert "assay_session" not in browser.cookies
 
 
-def test_sign_in_without_the_form_token_or_from_another_origin_is_refused(server: LiveServer):
+def test_sign_in_without_the_form_token_or_from_another_origin_is_refused(server: AppServer):
     key = server.create_key("audit")
-    with httpx.Client(base_url=server.url) as browser:
+    with server.anonymous() as browser:
         token = csrf_field(browser.get("/ui/").text)
         assert browser.post("/ui/sign-in", data={"api_key": key}).status_code == 403
         assert browser.post("/ui/sign-in", data={"api_key": key, "csrf_token": "forged"}).status_code == 403
         cross = browser.post("/ui/sign-in", data={"api_key": key, "csrf_token": token},
                              headers={"Origin": "https://evil.example"})
         assert cross.status_code == 403 and "assay_session" not in browser.cookies
-    with httpx.Client(base_url=server.url) as fresh:  # a form token without its cookie (another browser)
+    with server.anonymous() as fresh:  # a form token without its cookie (another browser)
         assert fresh.post("/ui/sign-in", data={"api_key": key, "csrf_token": token}).status_code == 403
 
 
-def test_pages_need_a_session_and_send_the_visitor_back_after_sign_in(server: LiveServer, data: Populated):
-    with httpx.Client(base_url=server.url) as anonymous:
+def test_pages_need_a_session_and_send_the_visitor_back_after_sign_in(server: AppServer, data: Populated):
+    with server.anonymous() as anonymous:
         for path in ("/ui/records?verdict=correct", f"/ui/groups/{data.group_ids[0]}", "/ui/export"):
             reply = anonymous.get(path)
             assert reply.status_code == 303 and reply.headers["location"].startswith("/ui/?next=")
@@ -87,19 +86,20 @@ def test_pages_need_a_session_and_send_the_visitor_back_after_sign_in(server: Li
         assert 'name="next" value="/ui/"' in form.text
 
 
-def test_sign_out_ends_the_session_on_the_server(server: LiveServer):
+def test_sign_out_ends_the_session_on_the_server(server: AppServer):
     browser = sign_in(server, server.create_key("audit"))
     stolen = browser.cookies["assay_session"]
     page = browser.get("/ui/records")
     assert browser.post("/ui/sign-out", data={}).status_code == 403  # no CSRF token
     reply = browser.post("/ui/sign-out", data={"csrf_token": csrf_field(page.text)})
     assert reply.status_code == 303 and reply.headers["location"] == "/ui/"
-    with httpx.Client(base_url=server.url, cookies={"assay_session": stolen}) as replayer:
+    with server.anonymous() as replayer:
+        replayer.cookies.set("assay_session", stolen)
         assert replayer.get("/ui/records").status_code == 303
     browser.close()
 
 
-def test_revoking_the_key_ends_its_sessions(server: LiveServer):
+def test_revoking_the_key_ends_its_sessions(server: AppServer):
     import sqlite3
 
     key = server.create_key("audit")
@@ -155,7 +155,7 @@ def _walk(auditor: httpx.Client, params: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.parametrize("sort", ["newest", "oldest", "reward_desc", "slowest"])
-def test_keyset_pages_cover_every_record_once_in_order(server: LiveServer, auditor: httpx.Client, data: Populated,
+def test_keyset_pages_cover_every_record_once_in_order(server: AppServer, auditor: httpx.Client, data: Populated,
                                                        sort: str):
     pages = _walk(auditor, {"verifier": "math", "sort": sort})
     assert len(pages) >= 2  # 8 groups of 8 + 4 + 6 math records and the evaluation runs' at 50 a page
@@ -230,7 +230,7 @@ def test_static_files_are_only_the_packaged_ones(auditor: httpx.Client):
 
 
 @pytest.fixture(scope="module")
-def reviewer(server: LiveServer, data: Populated) -> Iterator[httpx.Client]:
+def reviewer(server: AppServer, data: Populated) -> Iterator[httpx.Client]:
     client = sign_in(server, server.create_key("audit,review"))
     yield client
     client.close()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LiveServer
-from tests.run_support import SyntheticRun, replay
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, WATCH_SCRIPT
+from service.testing.live import LiveServer
+from service.testing.runs import SyntheticRun, replay
+from service.testing.ui import CHROMIUM, CHROMIUM_ARGS, WATCH_SCRIPT
 
 sync_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed "

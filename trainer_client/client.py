@@ -363,9 +363,13 @@ class _Base:
 class RewardClient(_Base):
     """Blocking client; requests of one call run concurrently on a small thread pool."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, base_url: str, api_key: str | None = None, *, transport: httpx.BaseTransport | None = None,
+                 **kwargs: Any) -> None:
+        """`transport` goes to httpx as it is (e.g. starlette's TestClient transport, to talk
+        to the app in-process); None: httpx's own, over the network."""
         super().__init__(base_url, api_key, **kwargs)
-        self._http = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=self.timeout)
+        self._http = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=self.timeout,
+                                  transport=transport)
 
     def __enter__(self) -> RewardClient:
         return self
@@ -451,9 +455,12 @@ class RewardClient(_Base):
 class AsyncRewardClient(_Base):
     """asyncio client; at most `max_concurrency` requests in flight per client."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, base_url: str, api_key: str | None = None, *,
+                 transport: httpx.AsyncBaseTransport | None = None, **kwargs: Any) -> None:
+        """`transport` goes to httpx as it is (e.g. `httpx.ASGITransport`); None: over the network."""
         super().__init__(base_url, api_key, **kwargs)
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self.headers, timeout=self.timeout)
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self.headers, timeout=self.timeout,
+                                       transport=transport)
         self._sem: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> AsyncRewardClient:

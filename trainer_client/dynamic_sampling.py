@@ -5,7 +5,7 @@ gives every response advantage 0: it costs a forward and backward pass and teach
 nothing. DAPO (Yu et al., 2025) drops such groups and samples more prompts until the
 batch is full. The filter reads the verifier's raw correctness, never a shaped reward:
 a length penalty or a soft component must not make a solved-by-all group look
-informative. Zero variance is the one rule of `trainer_client.variance`.
+informative. Zero variance is the one rule of `assay_rules.variance`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from assay_rules.variance import is_zero_variance
 from trainer_client.results import Group, GroupResult
-from trainer_client.variance import is_zero_variance
 
 
 def raw_correctness(result: GroupResult) -> list[float | None]:

@@ -12,7 +12,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from trainer_client.variance import ZERO_VARIANCE_SPAN
+from assay_rules.variance import ZERO_VARIANCE_SPAN
 
 Scale = Literal["group", "batch", "none"]
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
@@ -65,7 +65,7 @@ def compute_advantages(
     big = torch.finfo(r.dtype).max
     span = (torch.where(valid.view(-1, group_size), r, -big).amax(dim=1)
             - torch.where(valid.view(-1, group_size), r, big).amin(dim=1))
-    # The one definition (trainer_client.variance): fewer than two counted, or a tiny span.
+    # The one definition (assay_rules.variance): fewer than two counted, or a tiny span.
     zero_variance = (n < 2) | (span <= ZERO_VARIANCE_SPAN)
     return Advantages(adv.reshape(-1), mean, std, zero_variance, valid)
 

@@ -1,47 +1,31 @@
-"""Signed reward receipts: the one canonical-JSON rule, and checking a receipt on the trainer's side.
+"""Signed reward receipts, checked on the trainer's side (the canonical JSON they sign is `assay_rules.canonical`).
 
 Every result the service returns carries
 `receipt = {"payload": {...}, "key_id": ..., "signature": ...}`: an Ed25519 signature
 (base64) over the payload serialised by `canonical_json` (keys sorted, no whitespace,
-UTF-8, no NaN). The service signs with this same function (it imports this module), so
-the rule is defined once, here. The payload holds the record id, task hash, response
+UTF-8, no NaN). The service signs with this same function (`assay_rules.canonical`), so
+the rule is defined once. The payload holds the record id, task hash, response
 hash, verifier and its version, verdict, reward, components and time.
 
 `ReceiptKey` is the service's public key (from `GET /v1/receipts/key` or
 `assay receipts key`, handed to the trainer out of band). `check_result` refuses a
 result whose receipt is missing, signed by another key, forged, or does not say what the
 result says (reward, verdict, components, record id, verifier, and the response the
-trainer sent). The standard library and `cryptography` only: nothing of the service.
+trainer sent). The standard library, `cryptography` and `assay_rules` only: nothing of the service.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from assay_rules.canonical import canonical_json, key_id_of, response_hash
+
 PAYLOAD_FIELDS = ("record_id", "task_hash", "response_hash", "verifier", "verifier_version", "verdict", "reward",
                   "components", "time")
-
-
-def canonical_json(value: Any, allow_nan: bool = False) -> bytes:
-    """The bytes a receipt signs: JSON with sorted keys, no whitespace, UTF-8, finite numbers only.
-    (The service's audit chains hash rows with the same rule, where a stored NaN must not fail a write.)"""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan).encode()
-
-
-def response_hash(text: str) -> str:
-    """The receipt's `response_hash` of a response text (SHA-256 of its UTF-8 bytes, hex)."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def key_id_of(raw_public_key: bytes) -> str:
-    """A key's id: the first 16 hex digits of SHA-256 of its raw 32 bytes."""
-    return hashlib.sha256(raw_public_key).hexdigest()[:16]
 
 
 class ReceiptError(RuntimeError):

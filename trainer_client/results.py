@@ -5,14 +5,13 @@ Pure Python (pydantic only) so that an adapter can use them without torch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trainer_client.variance import is_zero_variance
+from assay_rules.advantages import group_advantages
 
 ERROR = "error"
 
@@ -170,20 +169,12 @@ class GroupResult(BaseModel):
 def group_stats(
     rewards: Sequence[float | None], *, scale: str = "group", eps: float = 1e-4
 ) -> tuple[list[float | None], float | None, float | None, bool]:
-    """Group-relative advantages in pure Python; None rewards (errors) are left out.
-
-    Same definition as grpo.compute_advantages with scale `group` or `none` (Bessel std);
-    used when the client had to split one oversized group over several requests.
-    """
-    valid = [r for r in rewards if r is not None]
-    if not valid:
-        return [None] * len(rewards), None, None, True
-    mean = sum(valid) / len(valid)
-    std = math.sqrt(sum((r - mean) ** 2 for r in valid) / (len(valid) - 1)) if len(valid) > 1 else 0.0
-    zero_var = is_zero_variance(valid)
-    denom = (std + eps) if scale == "group" else 1.0
-    advantages = [None if r is None else (r - mean) / denom for r in rewards]
-    return advantages, mean, std, zero_var
+    """Group-relative advantages over the rewards that are not None (errors and masked
+    responses), as (advantages, mean, std, zero_variance): `assay_rules.group_advantages`,
+    the service's rule; used when the client had to split one oversized group over
+    several requests."""
+    stats = group_advantages(rewards, scale=scale, eps=eps)
+    return stats.advantages, stats.mean, stats.std, stats.zero_variance
 
 
 def merge_parts(parts: list[GroupResult], *, scale: str = "group", eps: float = 1e-4) -> GroupResult:

@@ -20,6 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from assay_rules.rewards import round_reward
 from sandboxes.base import Sandbox
 
 EVIDENCE_TEXT_LIMIT = 2000
@@ -253,7 +254,7 @@ def score(
     total = sum(w for w, _ in scored)
     if total <= 0:
         return 1.0
-    return round(sum(w * v for w, v in scored) / total, 6)
+    return round_reward(sum(w * v for w, v in scored) / total)
 
 
 def sha256_json(value: Any) -> str:

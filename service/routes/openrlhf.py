@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from assay_rules.grouping import consecutive_runs
 from service.auth import Caller, require_scope
 from service.config import Settings
 from service.deps import PipelineDep
@@ -27,7 +28,6 @@ from service.errors import RequestInvalid, Saturated, TooBigToFit, Unverified, p
 from service.packing import check_fits, pack
 from service.schemas import GroupSpec, GroupsRequest, Receipt, ResponseIn, RunTag, TaskRef, UnicodeText
 from service.validation import check_length, current_limits
-from trainer_client.grouping import consecutive_runs
 
 router = APIRouter(prefix="/v1", tags=["trainer adapters"])
 _bearer = HTTPBearer(auto_error=False)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from trainer_client.grouping import consecutive_runs
+from assay_rules.grouping import consecutive_runs
 from trainer_client.results import Group
 
 # Builds the task reference of row i from the trainer's columns: {"verifier", "task"|"task_id"}.

@@ -2,7 +2,7 @@
 
 Trainers (TRL, verl, OpenRLHF) repeat each prompt G times in a row, so a run of equal task
 references is one group. The service's OpenRLHF endpoint and the trainer adapters both
-group this way; this module is the one definition (pure, no dependencies).
+group this way; this is the one definition.
 """
 
 from __future__ import annotations

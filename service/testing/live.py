@@ -1,0 +1,92 @@
+"""`assay serve` in a subprocess on a free port, as an operator would run it.
+
+For what needs a real server process: restarts, several replicas, a real ASGI server's
+edge behaviour, benchmarks. Request tests that need none of that use the in-process
+client (`tests/conftest.py`: `client`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """`assay serve` in a subprocess, as an operator would run it."""
+
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None, log_level: str = "warning") -> None:
+        self.workdir = workdir
+        self.log_level = log_level
+        self.extra_env = env or {}
+        self.db_url = self.extra_env.get("ASSAY_DATABASE_URL", f"sqlite:///{workdir / 'audit.db'}")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "server.log"
+        self.start()
+        self.admin_key = self.create_key("reward,audit,admin")
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "ASSAY_DATABASE_URL": self.db_url, "ASSAY_SANDBOX_WORKERS": "2", **self.extra_env}
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--log-level", self.log_level],
+            env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 180  # a loaded 2-core machine can take over a minute to start
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.proc.kill()  # a server that never became ready must not outlive the test
+        self.proc.wait()
+        raise RuntimeError(f"server did not become ready: {self.log_path.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def create_key(self, scopes: str) -> str:
+        """What `assay keys create` does, against the server's own database."""
+        out = subprocess.run([sys.executable, "-m", "service.cli", "keys", "create", "--scopes", scopes],
+                             env=self.env(), cwd=REPO, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    def client(self, key: str | None = None, timeout: float = 120) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key or self.admin_key}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def anonymous(self, timeout: float = 60) -> httpx.Client:
+        """A client that sends no key (a browser, OpenRLHF's key-in-the-URL)."""
+        return httpx.Client(base_url=self.url, timeout=timeout)
