@@ -15,14 +15,18 @@ also pins a kill on the input that caused it. Never use this for candidate code.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandboxes.base import CallEnded, CallSession, Limits, Sandbox, SandboxError
+from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout, Sandbox, SandboxError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,21 @@ class ResidentServers:
         served.requests += 1
         self._give_back(served)
         return value
+
+    def warm(self) -> None:
+        """Open every server now, all at once, so that no request waits for one to start.
+        A server that fails to open is left to the first request (it opens what is missing)."""
+        opening = [threading.Thread(target=self._open_idle, name="assay-resident-warm", daemon=True)
+                   for _ in range(self._size)]
+        for thread in opening:
+            thread.start()
+        for thread in opening:
+            thread.join()
+
+    def _open_idle(self) -> None:
+        served = self._open_one()
+        if served is not None:
+            self._give_back(served)
 
     def _worn(self, served: _Served, now: float) -> bool:
         return now - served.opened > self.spec.max_age_s or served.requests >= self.spec.max_requests
@@ -151,8 +170,85 @@ def resident_servers(sandbox: Sandbox, spec: ResidentSpec) -> ResidentServers:
         return found
 
 
+def warm_pools(sandbox: Sandbox, spec: ResidentSpec, fresh: Mapping[str, tuple[str, ...]]) -> None:
+    """Open the resident servers of `spec` and start the workers of the `fresh` pools (name
+    -> preload), all at once, and return when they are up: what they preload is then read
+    before any request, not inside one. A failure is logged and left to the first request."""
+
+    def warm_fresh(pool: str, preload: tuple[str, ...]) -> None:
+        try:
+            sandbox.warm(pool, preload)
+        except SandboxError as exc:
+            log.warning("could not warm sandbox pool %s: %s", pool, exc)
+
+    starting = [threading.Thread(target=resident_servers(sandbox, spec).warm, name="assay-warm", daemon=True)]
+    starting += [threading.Thread(target=warm_fresh, args=item, name="assay-warm", daemon=True)
+                 for item in fresh.items()]
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join()
+
+
 def close_resident_servers(sandbox: Sandbox, pool: str) -> None:
     with _registry_lock:
         found = _registry.get(sandbox, {}).pop(pool, None)
     if found is not None:
         found.close()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What became of one request: the server's value, or how the request ended it."""
+
+    value: Any = None
+    # The request ran out of its time (the process that ran it was ended).
+    timed_out: RequestTimeout | None = None
+    # The request's fresh process died on it (a resource limit): pinned on this request.
+    died: CallEnded | None = None
+
+
+def answer_all(sandbox: Sandbox, spec: ResidentSpec, requests: Sequence[Any], *, timeout_s: float,
+               fresh_limits: Callable[[int], Limits], fresh_pool: str, warm: bool = True) -> list[Answer]:
+    """Answer every request, in order: on the resident servers of `spec` first (unless not
+    `warm`), then what no server could answer in fresh processes of `fresh_pool`, one
+    process for the rest until one dies; a death is pinned on the request it ran, and the
+    requests after it go to the next fresh process."""
+    answers: list[Answer | None] = [None] * len(requests)
+    pending = list(range(len(requests)))
+    if warm:
+        servers = resident_servers(sandbox, spec)
+        rest = []
+        for index in pending:
+            try:
+                value = servers.request(requests[index], timeout_s=timeout_s)
+            except RequestTimeout as exc:
+                answers[index] = Answer(timed_out=exc)
+                continue
+            except CallEnded:  # the server's own limits may have ended it: answer afresh
+                value = None
+            if value is None:
+                rest.append(index)
+            else:
+                answers[index] = Answer(value)
+        pending = rest
+    while pending:
+        session = sandbox.open(spec.target, None, fresh_limits(len(pending)), pool=fresh_pool, preload=spec.preload)
+        pending = _answer_in(session, requests, pending, answers, timeout_s)
+    return answers  # type: ignore[return-value]
+
+
+def _answer_in(session: CallSession, requests: Sequence[Any], pending: list[int],
+               answers: list[Answer | None], timeout_s: float) -> list[int]:
+    """Answer requests in one fresh process until done or it dies; return the rest."""
+    for position, index in enumerate(pending):
+        try:
+            answers[index] = Answer(session.request(requests[index], timeout_s=timeout_s))
+        except RequestTimeout as exc:
+            answers[index] = Answer(timed_out=exc)
+            return pending[position + 1:]
+        except CallEnded as exc:
+            answers[index] = Answer(died=exc)
+            return pending[position + 1:]
+    session.finish()
+    return []

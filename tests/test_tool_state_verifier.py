@@ -14,13 +14,13 @@ from verifiers import registry
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
 from verifiers.tool_state import runner
 from verifiers.tool_state import verifier as verifier_module
-from verifiers.tool_state.bank import PACK
-from verifiers.tool_state.env import Environment
 from verifiers.tool_state.examples import GOLD_TRANSFER, bank_state, honest_response, transfer_task
-from verifiers.tool_state.replay import judge
+from verifiers.tool_state.inside.bank import PACK
+from verifiers.tool_state.inside.env import Environment
+from verifiers.tool_state.inside.replay import judge
 from verifiers.tool_state.task import ToolStateTask
-from verifiers.tool_state.trace import dumps_trace
 from verifiers.tool_state.verifier import ToolStateVerifier
+from verifiers.tool_state.wire import dumps_trace
 
 ISSUE_REQUEST: dict[str, Any] = {
     "verifier": "tool_state",

@@ -28,9 +28,9 @@ from service.env_sessions import (
     EnvSessionTooLarge,
 )
 from service.schemas import ErrorOut, VerifyRequest, VerifyResult
-from verifiers.tool_state.packs import get_pack
+from verifiers.tool_state.inside.packs import get_pack
 from verifiers.tool_state.task import ToolStateTask
-from verifiers.tool_state.trace import MAX_ARGS_CHARS, dumps_trace
+from verifiers.tool_state.wire import MAX_ARGS_CHARS, dumps_trace
 
 router = APIRouter(prefix="/v1/envs", tags=["environments"])
 _errors = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 404: {"model": ErrorOut},
