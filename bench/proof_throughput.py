@@ -5,12 +5,18 @@ sandbox has workers. Both are measured in this run; the ratio is printed.
 
     python bench/proof_throughput.py [--proofs 400] [--baseline-proofs 16] [--workers 2]
 
-The verifier is called through its Python API (no HTTP, no audit records).
+The verifier is called through its Python API (no HTTP, no audit records). With `--steady`,
+groups of `syl` proofs go through POST /v1/groups on a real `assay serve` instead, timed
+end to end: the first group after start, warm groups, groups after `--idle-s` idle and
+after a mix of other proof requests (other theorems, an inline database, task errors):
+
+    python bench/proof_throughput.py --steady [--backend process|docker] [--group 40] [--idle-s 130]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
@@ -147,13 +153,12 @@ class Served:
 
 def steady_run(backend: str, size: int, idle_s: float, rounds: int) -> Iterator[tuple[str, float]]:
     """Milliseconds per proof of a group of `size` syl proofs, case by case: first after
-    start, warm, after `idle_s` idle (past the resident servers' recycling age, which is
-    set just below it), after mixed proof work."""
+    start, warm, after `idle_s` idle (the resident servers are recycled after 120 s), after
+    mixed proof work."""
     import os
     import tempfile
 
-    env = {"ASSAY_SANDBOX": backend, "ASSAY_SANDBOX_WORKERS": os.environ.get("ASSAY_SANDBOX_WORKERS", "2"),
-           "ASSAY_PROOF_SERVER_MAX_AGE_S": str(max(1.0, idle_s - 1))}
+    env = {"ASSAY_SANDBOX": backend, "ASSAY_SANDBOX_WORKERS": os.environ.get("ASSAY_SANDBOX_WORKERS", "2")}
     with tempfile.TemporaryDirectory() as workdir:
         served = Served(Path(workdir), env)
         try:
@@ -175,7 +180,19 @@ def main() -> None:
     parser.add_argument("--proofs", type=int, default=400)
     parser.add_argument("--baseline-proofs", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--steady", action="store_true",
+                        help="instead: groups of syl proofs through POST /v1/groups on `assay serve`")
+    parser.add_argument("--backend", default="process", help="with --steady: ASSAY_SANDBOX")
+    parser.add_argument("--group", type=int, default=40, help="with --steady: proofs in a group")
+    parser.add_argument("--idle-s", type=float, default=130.0, help="with --steady: idle time before a group")
+    parser.add_argument("--rounds", type=int, default=1, help="with --steady: groups per case")
     args = parser.parse_args()
+    if args.steady:
+        print(f"backend {args.backend}, groups of {args.group} syl proofs through POST /v1/groups")
+        for case, ms in steady_run(args.backend, args.group, args.idle_s, args.rounds):
+            print(f"{case}: {ms:.1f} ms a proof", flush=True)
+        print(f"load average after: {os.getloadavg()}")
+        return
     db = set_mm()
     theorems = [label for label, a in db.assertions.items() if a.kind == "p"]
     labels = random.Random(7).sample(theorems, args.proofs)
