@@ -28,6 +28,12 @@ from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout, Sandb
 
 log = logging.getLogger(__name__)
 
+# Warmed servers are replaced in the background once this share of their age has passed,
+# checked every REFRESH_TICK of it (at least REFRESH_MIN_TICK_S apart).
+REFRESH_AGE = 0.8
+REFRESH_TICK = 0.1
+REFRESH_MIN_TICK_S = 0.05
+
 
 @dataclass(frozen=True)
 class ResidentSpec:
@@ -60,6 +66,8 @@ class ResidentServers:
         self._open = 0
         self._closed = False
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._refresher: threading.Thread | None = None
 
     def request(self, payload: Any, timeout_s: float | None = None) -> Any | None:
         """The server's answer, or None when no server could answer (use a fresh
@@ -82,13 +90,42 @@ class ResidentServers:
 
     def warm(self) -> None:
         """Open every server now, all at once, so that no request waits for one to start.
-        A server that fails to open is left to the first request (it opens what is missing)."""
+        A server that fails to open is left to the first request (it opens what is missing).
+        From then on idle servers are recycled in the background before they wear out, so
+        that no request pays for a recycling (or for a worker its recycling replaces)."""
         opening = [threading.Thread(target=self._open_idle, name="assay-resident-warm", daemon=True)
                    for _ in range(self._size)]
         for thread in opening:
             thread.start()
         for thread in opening:
             thread.join()
+        with self._lock:
+            if self._refresher is None and not self._closed:
+                self._refresher = threading.Thread(target=self._refresh_loop, name="assay-resident-refresh",
+                                                   daemon=True)
+                self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(max(REFRESH_MIN_TICK_S, self.spec.max_age_s * REFRESH_TICK)):
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """Replace the idle servers that are near their age (busy ones are not touched)."""
+        now, kept, replaced = time.monotonic(), [], 0
+        while True:
+            try:
+                served = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if now - served.opened > self.spec.max_age_s * REFRESH_AGE or self._worn(served, now):
+                self._retire(served)
+                replaced += 1
+            else:
+                kept.append(served)
+        for served in kept:
+            self._idle.put(served)
+        for _ in range(replaced):
+            self._open_idle()
 
     def _open_idle(self) -> None:
         served = self._open_one()
@@ -149,6 +186,7 @@ class ResidentServers:
         """Finish every idle server (busy ones are finished when given back)."""
         with self._lock:
             self._closed = True
+        self._stop.set()
         while True:
             try:
                 self._retire(self._idle.get_nowait())
