@@ -44,7 +44,7 @@ def assay_run(labels: list[str], workers: int) -> tuple[float, list[float]]:
     verifier = registry.get("proof")
     ctx = VerifyContext(sandbox)
     try:
-        sandbox.warm("proof_serve", ("verifiers.proof.inside.serve",))
+        verifier.warm(ctx)  # what the service does at start: workers read set.mm, servers open
 
         def one(label: str) -> float:
             task = verifier.parse_task({"system": "metamath", "database": "set.mm", "theorem": label})
