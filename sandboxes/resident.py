@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 REFRESH_AGE = 0.8
 REFRESH_TICK = 0.1
 REFRESH_MIN_TICK_S = 0.05
+# Rounds of warming at start: what failed to start in the first (a worker's start timed out
+# on a loaded machine) is tried once more.
+WARM_TRIES = 2
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,11 @@ class ResidentServers:
         for _ in range(replaced):
             self._open_idle()
 
+    def full(self) -> bool:
+        """Whether every server is open."""
+        with self._lock:
+            return self._open >= self._size
+
     def _open_idle(self) -> None:
         served = self._open_one()
         if served is not None:
@@ -209,23 +217,39 @@ def resident_servers(sandbox: Sandbox, spec: ResidentSpec) -> ResidentServers:
 
 
 def warm_pools(sandbox: Sandbox, spec: ResidentSpec, fresh: Mapping[str, tuple[str, ...]]) -> None:
-    """Open the resident servers of `spec` and start the workers of the `fresh` pools (name
-    -> preload), all at once, and return when they are up: what they preload is then read
-    before any request, not inside one. A failure is logged and left to the first request."""
+    """Open the resident servers of `spec`, then start the workers of the `fresh` pools (name
+    -> preload), and return when they are up: what they preload is then read before any
+    request, not inside one. The servers come first and alone (requests use them first;
+    fewer workers starting at once start sooner); what failed to start is tried once more,
+    then logged and left to the first request."""
+    servers = resident_servers(sandbox, spec)
+    failed: dict[str, SandboxError] = {}
+    for _ in range(WARM_TRIES):
+        servers.warm()
+        failed = _warm_pools(sandbox, fresh)
+        if not failed and servers.full():
+            return
+    for pool, exc in failed.items():
+        log.warning("could not warm sandbox pool %s: %s", pool, exc)
+    if not servers.full():
+        log.warning("could not open every resident server of pool %s", spec.pool)
 
-    def warm_fresh(pool: str, preload: tuple[str, ...]) -> None:
+
+def _warm_pools(sandbox: Sandbox, pools: Mapping[str, tuple[str, ...]]) -> dict[str, SandboxError]:
+    failed: dict[str, SandboxError] = {}
+
+    def warm(pool: str, preload: tuple[str, ...]) -> None:
         try:
             sandbox.warm(pool, preload)
         except SandboxError as exc:
-            log.warning("could not warm sandbox pool %s: %s", pool, exc)
+            failed[pool] = exc
 
-    starting = [threading.Thread(target=resident_servers(sandbox, spec).warm, name="assay-warm", daemon=True)]
-    starting += [threading.Thread(target=warm_fresh, args=item, name="assay-warm", daemon=True)
-                 for item in fresh.items()]
+    starting = [threading.Thread(target=warm, args=item, name="assay-warm", daemon=True) for item in pools.items()]
     for thread in starting:
         thread.start()
     for thread in starting:
         thread.join()
+    return failed
 
 
 def close_resident_servers(sandbox: Sandbox, pool: str) -> None:
