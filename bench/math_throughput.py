@@ -185,7 +185,7 @@ def judge_in_process(pairs: list[Pair]) -> float:
     """Seconds to extract and judge the pairs in this process (our own parser on benchmark
     data): the judging cost alone, comparable across checkouts (`--judge-only`)."""
     from verifiers.math.extract import extract_answer, extract_gold
-    from verifiers.math.judge import judge_one
+    from verifiers.math.inside.check import check_one
 
     started = time.perf_counter()
     for group in _groups(pairs):
@@ -193,7 +193,7 @@ def judge_in_process(pairs: list[Pair]) -> float:
         for response, _ in group:
             found = extract_answer(response)
             if found.candidates:
-                judge_one({"candidates": found.candidates, "gold": group[0][1], "gold_candidates": gold.candidates})
+                check_one({"candidates": found.candidates, "gold": group[0][1], "gold_candidates": gold.candidates})
     return time.perf_counter() - started
 
 
@@ -311,14 +311,14 @@ def judge_only(sets: dict[str, list[Pair]], rounds: int = 5) -> None:
     """CPU seconds (best of `rounds`, our caches cleared each round) to judge each set in this
     process: on a loaded machine CPU time is steadier than wall time, so two checkouts can be
     compared one after the other."""
-    from verifiers.math import judge, normalise
+    from verifiers.math.inside import check, normalise
 
-    judge.sandbox_warm_up()
+    check.sandbox_warm_up()
     for name, pairs in sets.items():
         best = float("inf")
         for _ in range(rounds):
             normalise.normalise.cache_clear()
-            judge._parse_gold.cache_clear()
+            check._parse_gold.cache_clear()
             started = time.process_time()
             judge_in_process(pairs)
             best = min(best, time.process_time() - started)

@@ -28,8 +28,8 @@ from service.testing.live import LiveServer  # noqa: E402
 from verifiers import registry  # noqa: E402
 from verifiers.base import VerifyContext  # noqa: E402
 from verifiers.tool_state.examples import GOLD_TRANSFER, transfer_task  # noqa: E402
-from verifiers.tool_state.replay import judge  # noqa: E402
-from verifiers.tool_state.trace import dumps_trace  # noqa: E402
+from verifiers.tool_state.inside.replay import check  # noqa: E402
+from verifiers.tool_state.wire import dumps_trace  # noqa: E402
 
 CALLS_PER_TRACE = 10
 
@@ -67,7 +67,7 @@ def in_process(task: dict[str, Any], traces: list[str], repeats: int) -> float:
     for _ in range(repeats):
         started = time.perf_counter()
         for t in traces:
-            judge({**spec, "response": t})
+            check({**spec, "response": t})
         best = min(best, time.perf_counter() - started)
     return best
 

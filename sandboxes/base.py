@@ -220,3 +220,9 @@ class Sandbox(abc.ABC):
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name}
+
+
+def entry(function: Callable[..., Any]) -> str:
+    """The target a sandbox runs for `function`, an entry point in an `inside` module:
+    named from the function itself, so a renamed or moved entry point fails at import."""
+    return f"{function.__module__}:{function.__name__}"

@@ -1,6 +1,6 @@
 """The `docker` backend: warm pools of hardened containers driven through the Docker SDK.
 
-Each pool slot is one long-lived container running `sandboxes/worker.py --container=UID`
+Each pool slot is one long-lived container running `sandboxes/inside/worker.py --container=UID`
 as its PID 1, attached over the engine's stdin/stdout stream, so a job costs a fork inside
 a warm container instead of a container start. The containers have no network, a
 read-only root, a tmpfs scratch, no capabilities but CAP_SETUID, CAP_SETGID, CAP_SETPCAP
@@ -46,7 +46,7 @@ LABEL_HOST = "org.assay.host"
 LABEL_OWNER = "org.assay.owner"
 LABEL_SOURCE = "org.assay.source-hash"
 WORKER_PYTHON = "/opt/venv/bin/python"
-WORKER_SCRIPT = "/opt/assay/sandboxes/worker.py"
+WORKER_SCRIPT = "/opt/assay/sandboxes/inside/worker.py"
 CLEAN_TIMEOUT_S = 15.0
 # Docker's short container id, as its own CLI prints it (for logs).
 SHORT_ID = 12

@@ -16,7 +16,6 @@ Standard library only: this module also runs inside sandboxes and containers.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import struct
@@ -38,7 +37,7 @@ MAX_DEPTH = 256
 HEADER = struct.Struct(">I")
 READ_CHUNK = 1 << 16
 _OPENERS = (b"[", b"{")
-_KILL_REASONS = ("timeout", "cpu", "memory", "output")
+KILL_REASONS = ("timeout", "cpu", "memory", "output")
 VIOLATION_CHARS = 200
 MAX_VIOLATIONS = 16
 
@@ -185,31 +184,3 @@ class FrameWriter:
             except BlockingIOError:
                 return
             del self._pending[:written]
-
-
-def decode_done(frame: dict[str, Any], backend: str):
-    """Turn a worker's `done` frame into a CallResult."""
-    from sandboxes.base import CallResult
-
-    outcome = frame.get("outcome") or {}
-    if not isinstance(outcome, dict):
-        raise ValueError("malformed outcome")
-    return CallResult(
-        exit_code=frame.get("exit_code"),
-        signal=frame.get("signal"),
-        stdout=base64.b64decode(frame.get("stdout") or ""),
-        stderr=base64.b64decode(frame.get("stderr") or ""),
-        stdout_truncated=bool(frame.get("stdout_truncated")),
-        stderr_truncated=bool(frame.get("stderr_truncated")),
-        wall_s=float(frame.get("wall_s") or 0.0),
-        cpu_s=float(frame.get("cpu_s") or 0.0),
-        peak_memory_mb=float(frame.get("peak_memory_mb") or 0.0),
-        killed_by=frame.get("killed_by") if frame.get("killed_by") in _KILL_REASONS else None,
-        violations=[str(v)[:VIOLATION_CHARS] for v in (frame.get("violations") or [])][:MAX_VIOLATIONS],
-        backend=backend,
-        value=outcome.get("value"),
-        returned=outcome.get("t") == "result",
-        raised={"type": str(outcome.get("type")), "message": str(outcome.get("message"))}
-        if outcome.get("t") == "raised"
-        else None,
-    )

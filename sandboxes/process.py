@@ -1,6 +1,6 @@
 """The `process` backend: bubblewrap namespaces around warm workers.
 
-Each pool slot is one long-lived worker (`sandboxes/worker.py`) inside its own
+Each pool slot is one long-lived worker (`sandboxes/inside/worker.py`) inside its own
 bubblewrap sandbox: no network, read-only system, private /tmp, its own PID namespace,
 and, when the service runs as root, its own unprivileged uid so that the process limit of
 one job cannot starve another. Every job is forked from a warm worker into a fresh
@@ -138,7 +138,7 @@ class BubblewrapWorker(WarmWorker):
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
             "--clearenv", "--setenv", "PATH", WORKER_PATH, "--setenv", "LANG", "C.UTF-8",
         ]
-        python = [_sandbox_python(), "-I", "-B", f"{MOUNT_ROOT}/sandboxes/worker.py", ",".join(preload)]
+        python = [_sandbox_python(), "-I", "-B", f"{MOUNT_ROOT}/sandboxes/inside/worker.py", ",".join(preload)]
         if uid is None:
             return [command[0], "--unshare-user", *command[1:], "--", *python]
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--bounding-set=-all",

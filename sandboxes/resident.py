@@ -15,14 +15,27 @@ also pins a kill on the input that caused it. Never use this for candidate code.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandboxes.base import CallEnded, CallSession, Limits, Sandbox, SandboxError
+from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout, Sandbox, SandboxError
+
+log = logging.getLogger(__name__)
+
+# Warmed servers are replaced in the background once this share of their age has passed,
+# checked every REFRESH_TICK of it (at least REFRESH_MIN_TICK_S apart).
+REFRESH_AGE = 0.8
+REFRESH_TICK = 0.1
+REFRESH_MIN_TICK_S = 0.05
+# Rounds of warming at start: what failed to start in the first (a worker's start timed out
+# on a loaded machine) is tried once more.
+WARM_TRIES = 2
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,8 @@ class ResidentServers:
         self._open = 0
         self._closed = False
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._refresher: threading.Thread | None = None
 
     def request(self, payload: Any, timeout_s: float | None = None) -> Any | None:
         """The server's answer, or None when no server could answer (use a fresh
@@ -75,6 +90,55 @@ class ResidentServers:
         served.requests += 1
         self._give_back(served)
         return value
+
+    def warm(self) -> None:
+        """Open every server now, all at once, so that no request waits for one to start.
+        A server that fails to open is left to the first request (it opens what is missing).
+        From then on idle servers are recycled in the background before they wear out, so
+        that no request pays for a recycling (or for a worker its recycling replaces)."""
+        opening = [threading.Thread(target=self._open_idle, name="assay-resident-warm", daemon=True)
+                   for _ in range(self._size)]
+        for thread in opening:
+            thread.start()
+        for thread in opening:
+            thread.join()
+        with self._lock:
+            if self._refresher is None and not self._closed:
+                self._refresher = threading.Thread(target=self._refresh_loop, name="assay-resident-refresh",
+                                                   daemon=True)
+                self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(max(REFRESH_MIN_TICK_S, self.spec.max_age_s * REFRESH_TICK)):
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """Replace the idle servers that are near their age (busy ones are not touched)."""
+        now, kept, replaced = time.monotonic(), [], 0
+        while True:
+            try:
+                served = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if now - served.opened > self.spec.max_age_s * REFRESH_AGE or self._worn(served, now):
+                self._retire(served)
+                replaced += 1
+            else:
+                kept.append(served)
+        for served in kept:
+            self._idle.put(served)
+        for _ in range(replaced):
+            self._open_idle()
+
+    def full(self) -> bool:
+        """Whether every server is open."""
+        with self._lock:
+            return self._open >= self._size
+
+    def _open_idle(self) -> None:
+        served = self._open_one()
+        if served is not None:
+            self._give_back(served)
 
     def _worn(self, served: _Served, now: float) -> bool:
         return now - served.opened > self.spec.max_age_s or served.requests >= self.spec.max_requests
@@ -130,6 +194,7 @@ class ResidentServers:
         """Finish every idle server (busy ones are finished when given back)."""
         with self._lock:
             self._closed = True
+        self._stop.set()
         while True:
             try:
                 self._retire(self._idle.get_nowait())
@@ -151,8 +216,101 @@ def resident_servers(sandbox: Sandbox, spec: ResidentSpec) -> ResidentServers:
         return found
 
 
+def warm_pools(sandbox: Sandbox, spec: ResidentSpec, fresh: Mapping[str, tuple[str, ...]]) -> None:
+    """Open the resident servers of `spec`, then start the workers of the `fresh` pools (name
+    -> preload), and return when they are up: what they preload is then read before any
+    request, not inside one. The servers come first and alone (requests use them first;
+    fewer workers starting at once start sooner); what failed to start is tried once more,
+    then logged and left to the first request."""
+    servers = resident_servers(sandbox, spec)
+    failed: dict[str, SandboxError] = {}
+    for _ in range(WARM_TRIES):
+        servers.warm()
+        failed = _warm_pools(sandbox, fresh)
+        if not failed and servers.full():
+            return
+    for pool, exc in failed.items():
+        log.warning("could not warm sandbox pool %s: %s", pool, exc)
+    if not servers.full():
+        log.warning("could not open every resident server of pool %s", spec.pool)
+
+
+def _warm_pools(sandbox: Sandbox, pools: Mapping[str, tuple[str, ...]]) -> dict[str, SandboxError]:
+    failed: dict[str, SandboxError] = {}
+
+    def warm(pool: str, preload: tuple[str, ...]) -> None:
+        try:
+            sandbox.warm(pool, preload)
+        except SandboxError as exc:
+            failed[pool] = exc
+
+    starting = [threading.Thread(target=warm, args=item, name="assay-warm", daemon=True) for item in pools.items()]
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join()
+    return failed
+
+
 def close_resident_servers(sandbox: Sandbox, pool: str) -> None:
     with _registry_lock:
         found = _registry.get(sandbox, {}).pop(pool, None)
     if found is not None:
         found.close()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What became of one request: the server's value, or how the request ended it."""
+
+    value: Any = None
+    # The request ran out of its time (the process that ran it was ended).
+    timed_out: RequestTimeout | None = None
+    # The request's fresh process died on it (a resource limit): pinned on this request.
+    died: CallEnded | None = None
+
+
+def answer_all(sandbox: Sandbox, spec: ResidentSpec, requests: Sequence[Any], *, timeout_s: float,
+               fresh_limits: Callable[[int], Limits], fresh_pool: str, warm: bool = True) -> list[Answer]:
+    """Answer every request, in order: on the resident servers of `spec` first (unless not
+    `warm`), then what no server could answer in fresh processes of `fresh_pool`, one
+    process for the rest until one dies; a death is pinned on the request it ran, and the
+    requests after it go to the next fresh process."""
+    answers: list[Answer | None] = [None] * len(requests)
+    pending = list(range(len(requests)))
+    if warm:
+        servers = resident_servers(sandbox, spec)
+        rest = []
+        for index in pending:
+            try:
+                value = servers.request(requests[index], timeout_s=timeout_s)
+            except RequestTimeout as exc:
+                answers[index] = Answer(timed_out=exc)
+                continue
+            except CallEnded:  # the server's own limits may have ended it: answer afresh
+                value = None
+            if value is None:
+                rest.append(index)
+            else:
+                answers[index] = Answer(value)
+        pending = rest
+    while pending:
+        session = sandbox.open(spec.target, None, fresh_limits(len(pending)), pool=fresh_pool, preload=spec.preload)
+        pending = _answer_in(session, requests, pending, answers, timeout_s)
+    return answers  # type: ignore[return-value]
+
+
+def _answer_in(session: CallSession, requests: Sequence[Any], pending: list[int],
+               answers: list[Answer | None], timeout_s: float) -> list[int]:
+    """Answer requests in one fresh process until done or it dies; return the rest."""
+    for position, index in enumerate(pending):
+        try:
+            answers[index] = Answer(session.request(requests[index], timeout_s=timeout_s))
+        except RequestTimeout as exc:
+            answers[index] = Answer(timed_out=exc)
+            return pending[position + 1:]
+        except CallEnded as exc:
+            answers[index] = Answer(died=exc)
+            return pending[position + 1:]
+    session.finish()
+    return []

@@ -1,7 +1,7 @@
 """What every warm-worker backend shares: workers, pools, call sessions, the backend base.
 
 A backend (bubblewrap processes, Docker containers) keeps pools of long-lived workers
-(`sandboxes/worker.py`), each reached through a byte stream that carries frames. A job
+(`sandboxes/inside/worker.py`), each reached through a byte stream that carries frames. A job
 is sent to an idle worker, which forks a supervisor and the job; the host then reads
 the job's frames until its `done`. A backend implements `WarmWorkerBackend`'s three
 hooks (start a worker, retire one, decide whether one may take another job); the pool
@@ -47,7 +47,16 @@ from sandboxes.base import (
     SandboxBusy,
     SandboxError,
 )
-from sandboxes.frames import MAX_FRAME, FrameError, FrameReader, decode_done, done_frame_limit, encode_frame
+from sandboxes.frames import (
+    KILL_REASONS,
+    MAX_FRAME,
+    MAX_VIOLATIONS,
+    VIOLATION_CHARS,
+    FrameError,
+    FrameReader,
+    done_frame_limit,
+    encode_frame,
+)
 
 log = logging.getLogger(__name__)
 
@@ -218,9 +227,26 @@ class WorkerPool:
         self._slots.release()
 
     def warm(self) -> None:
-        workers = [self.acquire(self.backend.timings.start_timeout_s) for _ in range(self.size)]
-        for worker in workers:
+        """Start every worker now, all at once (a worker's start may be slow: it preloads).
+        Every worker taken is given back, also when another failed to start."""
+        taken: list[WarmWorker] = []
+        failed: list[SandboxError] = []
+
+        def take() -> None:
+            try:
+                taken.append(self.acquire(self.backend.timings.start_timeout_s))
+            except SandboxError as exc:
+                failed.append(exc)
+
+        starting = [threading.Thread(target=take, name="assay-pool-warm", daemon=True) for _ in range(self.size)]
+        for thread in starting:
+            thread.start()
+        for thread in starting:
+            thread.join()
+        for worker in taken:
             self.release(worker, True)
+        if failed:
+            raise failed[0]
 
     def close(self) -> None:
         while True:
@@ -542,3 +568,29 @@ def base64_text(data: bytes) -> str:
 
 def encode_files(files: dict[str, bytes]) -> dict[str, str]:
     return {name: base64_text(data) for name, data in files.items()}
+
+
+def decode_done(frame: dict[str, Any], backend: str) -> CallResult:
+    """Turn a worker's `done` frame into a CallResult."""
+    outcome = frame.get("outcome") or {}
+    if not isinstance(outcome, dict):
+        raise ValueError("malformed outcome")
+    return CallResult(
+        exit_code=frame.get("exit_code"),
+        signal=frame.get("signal"),
+        stdout=base64.b64decode(frame.get("stdout") or ""),
+        stderr=base64.b64decode(frame.get("stderr") or ""),
+        stdout_truncated=bool(frame.get("stdout_truncated")),
+        stderr_truncated=bool(frame.get("stderr_truncated")),
+        wall_s=float(frame.get("wall_s") or 0.0),
+        cpu_s=float(frame.get("cpu_s") or 0.0),
+        peak_memory_mb=float(frame.get("peak_memory_mb") or 0.0),
+        killed_by=frame.get("killed_by") if frame.get("killed_by") in KILL_REASONS else None,
+        violations=[str(v)[:VIOLATION_CHARS] for v in (frame.get("violations") or [])][:MAX_VIOLATIONS],
+        backend=backend,
+        value=outcome.get("value"),
+        returned=outcome.get("t") == "result",
+        raised={"type": str(outcome.get("type")), "message": str(outcome.get("message"))}
+        if outcome.get("t") == "raised"
+        else None,
+    )

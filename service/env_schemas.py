@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas import RunTag, TaskRef, UnicodeText
-from verifiers.tool_state.trace import MAX_TOOL_NAME
+from verifiers.tool_state.wire import MAX_TOOL_NAME
 
 VERIFIER = "tool_state"
 

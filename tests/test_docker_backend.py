@@ -302,7 +302,7 @@ def test_container_is_replaced_after_max_jobs_and_after_a_violation(client, box)
         assert seen[0] == seen[1] != seen[2]
         before = container_of(sandbox)
         # An aborted relay (the host gave up on the job mid-way) counts as a violation.
-        session = sandbox.open("verifiers.math.judge:serve", None, Limits(wall_s=20), pool="exec")
+        session = sandbox.open("verifiers.math.inside.check:serve", None, Limits(wall_s=20), pool="exec")
         assert session.request({"answer": "1", "gold": "1"})["equal"] is True
         result = session.abort()
         assert result.violations == ["aborted by host"]
@@ -355,8 +355,8 @@ def test_image_holds_the_code_of_this_tree(box):
 
 
 def test_relayed_session_with_a_preloaded_pool(box):
-    preload = ("verifiers.math.judge",)
-    session = box.open("verifiers.math.judge:serve", None, Limits(wall_s=20), pool="math-probe", preload=preload)
+    preload = ("verifiers.math.inside.check",)
+    session = box.open("verifiers.math.inside.check:serve", None, Limits(wall_s=20), pool="math-probe", preload=preload)
     first = session.request({"answer": "1/2", "gold": "0.5"})
     second = session.request({"answer": "3", "gold": "0.5"})
     result = session.finish()

@@ -21,7 +21,7 @@ from verifiers.base import Outcome, Verdict, VerifyContext
 from verifiers.registry import get
 from verifiers.tool_state import runner as tool_state_runner
 from verifiers.tool_state.examples import GOLD_TRANSFER, honest_response, transfer_task
-from verifiers.tool_state.trace import dumps_trace
+from verifiers.tool_state.wire import dumps_trace
 
 # Beyond the hostile response's own limit: process starts and kills, and a loaded machine.
 MARGIN_S = 6.0

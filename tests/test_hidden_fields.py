@@ -8,7 +8,7 @@ import json
 
 from service.testing.app import AppServer
 from verifiers.tool_state.examples import bank_state, transfer_task
-from verifiers.tool_state.trace import dumps_trace
+from verifiers.tool_state.wire import dumps_trace
 
 # Hidden values long and odd enough that no uuid, hash or timing in the output contains them
 # by chance (a 3-digit marker could appear in any of those).

@@ -26,7 +26,7 @@ from tests.conftest import BACKENDS
 from verifiers.base import sha256_json
 from verifiers.registry import get
 from verifiers.tool_state.examples import bank_state
-from verifiers.tool_state.trace import dumps_trace
+from verifiers.tool_state.wire import dumps_trace
 
 # Unique markers: a string no uuid, hash or timing can hold by chance.
 SQL_MARKER, CODE_MARKER, CODE_OUT_MARKER, MATH_MARKER = "zqsqlmark", "zqcodemark", "zqoutmark", "zqhidemark"

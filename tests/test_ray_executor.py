@@ -33,7 +33,7 @@ from tests.test_sql_traps import INSTANCES as SQL_INSTANCES
 from tests.test_sql_traps import SCHEMA as SQL_SCHEMA
 from tests.test_tool_state_traps import call
 from verifiers.tool_state.examples import GOLD_TRANSFER, honest_response, transfer_task
-from verifiers.tool_state.trace import dumps_trace
+from verifiers.tool_state.wire import dumps_trace
 
 # Setting up a cluster and three servers takes well over a minute on a loaded 2-core machine.
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(1200)]

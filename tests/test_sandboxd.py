@@ -111,7 +111,7 @@ def test_client_refuses_a_runner_that_cannot_prove_the_secret(tmp_path: Path):
     ({"op": "exec_in_container", "command": ["id"]}, "op must be one of"),
     ({"op": "call", "target": "os:system", "payload": "id", "limits": {"wall_s": 5}}, "target must be"),
     ({"op": "call", "target": "service.config:Settings", "payload": None, "limits": {"wall_s": 5}}, "target must be"),
-    ({"op": "open", "target": "verifiers.math.judge:serve", "payload": None,
+    ({"op": "open", "target": "verifiers.math.inside.check:serve", "payload": None,
       "limits": {"wall_s": 5, "uid": 0}}, "limits must be"),
     ({"op": "run", "command": ["id"], "limits": {"wall_s": 86400}}, "limits.wall_s"),
     ({"op": "run", "command": ["id"], "limits": {"memory_mb": 1 << 20}}, "limits.memory_mb"),
@@ -137,8 +137,8 @@ def test_remote_backend_keeps_the_interface(runner: Sandboxd):
     slow = box.run(Job(command=["sleep", "30"], limits=Limits(wall_s=0.5)))
     assert slow.killed_by == "timeout"
     # A call session (what resident servers are): requests, then finish.
-    session = box.open("verifiers.math.judge:serve", None, Limits(wall_s=30), pool="remote-probe",
-                       preload=("verifiers.math.judge",))
+    session = box.open("verifiers.math.inside.check:serve", None, Limits(wall_s=30), pool="remote-probe",
+                       preload=("verifiers.math.inside.check",))
     assert session.request({"answer": "1/2", "gold": "0.5"})["equal"] is True
     assert session.request({"answer": "3", "gold": "0.5"})["equal"] is False
     assert session.finish().returned

@@ -14,8 +14,8 @@ import pytest
 
 from verifiers.base import Verdict, VerifyContext
 from verifiers.registry import get
-from verifiers.tool_state.bank import PACK
-from verifiers.tool_state.env import Environment
+from verifiers.tool_state.inside.bank import PACK
+from verifiers.tool_state.inside.env import Environment
 
 WORLD = {
     "users": {"kai": {"name": "Kai", "role": "customer"}, "lena": {"name": "Lena", "role": "customer"},

@@ -11,7 +11,7 @@ import pytest
 
 from service.testing.app import AppServer, app_settings
 from verifiers.tool_state.examples import GOLD_TRANSFER, transfer_task
-from verifiers.tool_state.trace import dumps_trace
+from verifiers.tool_state.wire import dumps_trace
 
 MESSAGE = "Done, your balance is 450."
 COMPARED = ("verdict", "reward", "components", "evidence", "flags", "verifier_version", "task_hash")

@@ -17,7 +17,7 @@ from sandboxes.base import Sandbox
 from verifiers import registry
 from verifiers.base import Outcome, Verdict, VerifyContext
 from verifiers.tool_state.examples import GOLD_TRANSFER, honest_response, transfer_task
-from verifiers.tool_state.trace import dumps_trace
+from verifiers.tool_state.wire import dumps_trace
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,13 @@ from verifiers import registry
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
 from verifiers.tool_state import runner
 from verifiers.tool_state import verifier as verifier_module
-from verifiers.tool_state.bank import PACK
-from verifiers.tool_state.env import Environment
 from verifiers.tool_state.examples import GOLD_TRANSFER, bank_state, honest_response, transfer_task
-from verifiers.tool_state.replay import judge
+from verifiers.tool_state.inside.bank import PACK
+from verifiers.tool_state.inside.env import Environment
+from verifiers.tool_state.inside.replay import check
 from verifiers.tool_state.task import ToolStateTask
-from verifiers.tool_state.trace import dumps_trace
 from verifiers.tool_state.verifier import ToolStateVerifier
+from verifiers.tool_state.wire import dumps_trace
 
 ISSUE_REQUEST: dict[str, Any] = {
     "verifier": "tool_state",
@@ -265,6 +265,6 @@ def test_tool_schemas_follow_allowed_tools() -> None:
 
 def test_in_process_judge_matches_the_sandboxed_one(ctx: VerifyContext) -> None:
     task = parse()
-    report = judge({**task.replay_spec(), "response": honest_response()})
+    report = check({**task.replay_spec(), "response": honest_response()})
     outcome = registry.get("tool_state").verify(task, honest_response(), ctx)
     assert report == {k: outcome.evidence[k] for k in report}

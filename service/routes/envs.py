@@ -35,9 +35,9 @@ from service.errors import (
 from service.pipeline import Pipeline
 from service.pipeline.resolve import resolve
 from service.schemas import VerifyRequest, VerifyResult
-from verifiers.tool_state.packs import get_pack
+from verifiers.tool_state.inside.packs import get_pack
 from verifiers.tool_state.task import ToolStateTask
-from verifiers.tool_state.trace import MAX_ARGS_CHARS, dumps_trace
+from verifiers.tool_state.wire import MAX_ARGS_CHARS, dumps_trace
 
 router = APIRouter(prefix="/v1/envs", tags=["environments"])
 _errors = responses(EnvSessionNotFound, EnvSessionConflict, EnvSessionTooLarge, EnvSessionLimit, EnvSessionsFull,

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from verifiers.proof.database import Database, parse
+from verifiers.proof.inside.database import Database, parse
 
 SET_MM = Path("/usr/share/metamath/databases/set.mm")
 METAMATH = shutil.which("metamath")

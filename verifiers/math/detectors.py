@@ -5,7 +5,7 @@
 - `copies_prompt`: most of the response's word n-grams come from the task's prompt;
 - `false_step`: checkable claims in the working that are false while the final answer is
   correct. This module only *finds* the claims (chains `a = b = c`); they are parsed and
-  checked in the sandbox by `verifiers.math.claims`, with the same parser as answers.
+  checked in the sandbox by `verifiers.math.inside.claims`, with the same parser as answers.
 
 Precision over coverage: a claim is only taken when one of its sides computes something
 (an operator), never a bare `x = 5` or `50 = 5` (e.g. "10% of 50 = 5", cut at a word).

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from verifiers.math.normalise import unescape
+from verifiers.math.inside.normalise import unescape
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _MINERVA_START = "final answer is"
@@ -43,8 +43,6 @@ _CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or|或|和|且)[\s,;.]*)?", re.IGNOR
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:[,.]\d+)*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
 _PROSE = re.compile(r"[A-Za-z]{3,}")
 _SHORT_ANSWER_CHARS = 120
-# Text a gold or response may join boxes with ("\boxed{1} and \boxed{2}").
-_BOX_JOIN_CHARS = 40
 # An explicit retraction of an answer already given (not "let me double-check", not "on reflection").
 _RETRACTION = re.compile(
     r"\b(?:(?:is|was|that's|thats|it's|this\s+is|seems|looks)\s+(?:wrong|incorrect|not\s+(?:right|correct))"

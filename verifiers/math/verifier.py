@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout
-from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
+from sandboxes.base import Limits, RequestTimeout, entry
+from sandboxes.resident import Answer, ResidentSpec, answer_all, close_resident_servers
 from verifiers.base import Outcome, Probe, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, clip, hard
 from verifiers.math import certify
 from verifiers.math.detectors import claims_of, host_flags, with_false_steps
 from verifiers.math.extract import Extraction, extract_answer, extract_gold
 from verifiers.math.feedback import math_feedback
+from verifiers.math.inside import check
 from verifiers.registry import register
 
 POOL = "math"
-PRELOAD = ("verifiers.math.judge",)
-TARGET = "verifiers.math.judge:serve"
+PRELOAD = (check.__name__,)
+TARGET = entry(check.serve)
 DEFAULT_MEMORY_MB = 1024
 # More final answers than any task asks for: a hedge, refused before parsing.
 MAX_CANDIDATES = 64
@@ -150,54 +152,25 @@ class MathVerifier(Verifier):
                                           {**evidence, "reason": "no final answer found"})
             else:
                 pending.append((index, {**_request(task, gold, extraction), "claims": claims_of(response)}, evidence))
-        if task.memory_mb == DEFAULT_MEMORY_MB:
-            pending = self._judge_warm(task, pending, outcomes, ctx)
-        # What no warm session could judge: fresh processes, which also pin a kill on its cause.
-        while pending:
-            session = ctx.sandbox.open(TARGET, None, _limits(task, len(pending)), pool=POOL, preload=PRELOAD)
-            pending = self._judge_in(session, task, pending, outcomes)
+        answers = answer_all(ctx.sandbox, SESSIONS, [request for _, request, _ in pending], timeout_s=task.timeout_s,
+                             fresh_limits=functools.partial(_limits, task), fresh_pool=POOL,
+                             warm=task.memory_mb == DEFAULT_MEMORY_MB)
+        for (index, _, evidence), answer in zip(pending, answers, strict=True):
+            outcomes[index] = self._answered(task, answer, evidence)
         for index, outcome in outcomes.items():
             outcome.add_flags(flags[index])
         return [outcomes[i] for i in range(len(responses))]
 
-    def _judge_warm(self, task: MathTask, pending: list[Pending],
-                    outcomes: dict[int, Outcome], ctx: VerifyContext) -> list[Pending]:
-        sessions = resident_servers(ctx.sandbox, SESSIONS)
-        rest = []
-        for item in pending:
-            index, answer, evidence = item
-            try:
-                result = sessions.request(answer, timeout_s=task.timeout_s)
-            except RequestTimeout as exc:
-                outcomes[index] = _timed_out(task, evidence, exc)
-                continue
-            except CallEnded:  # the session's own limits may have ended it: judge afresh
-                result = None
-            if result is None:
-                rest.append(item)
-            else:
-                outcomes[index] = self._outcome(result, evidence)
-        return rest
-
-    def _judge_in(self, session: CallSession, task: MathTask, pending: list[Pending],
-                  outcomes: dict[int, Outcome]) -> list[Pending]:
-        """Judge answers in one sandboxed process until done or it dies; return the rest."""
-        for position, (index, answer, evidence) in enumerate(pending):
-            try:
-                result = session.request(answer, timeout_s=task.timeout_s)
-            except RequestTimeout as exc:
-                outcomes[index] = _timed_out(task, evidence, exc)
-                return pending[position + 1:]
-            except CallEnded as exc:
-                usage = exc.result.summary() if exc.result else None
-                reason = (exc.result.killed_by if exc.result else None) or "parser process died"
-                outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
-                                          {**evidence, "reason": f"resource limit while parsing: {reason}"},
-                                          flags=["math_parse_resource_limit"], usage=usage)
-                return pending[position + 1:]
-            outcomes[index] = self._outcome(result, evidence)
-        session.finish()
-        return []
+    def _answered(self, task: MathTask, answer: Answer, evidence: dict[str, Any]) -> Outcome:
+        if answer.timed_out is not None:
+            return _timed_out(task, evidence, answer.timed_out)
+        if answer.died is not None:
+            result = answer.died.result
+            reason = (result.killed_by if result else None) or "parser process died"
+            return Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
+                           {**evidence, "reason": f"resource limit while parsing: {reason}"},
+                           flags=["math_parse_resource_limit"], usage=result.summary() if result else None)
+        return self._outcome(answer.value, evidence)
 
     @staticmethod
     def _outcome(result: Any, evidence: dict[str, Any]) -> Outcome:

@@ -11,12 +11,11 @@ proof yields exactly the stated assertion from the stated hypotheses).
 
 from __future__ import annotations
 
-import contextlib
-import threading
+import functools
 from typing import Any
 
-from sandboxes.base import CallEnded, CallSession, Limits, RequestTimeout, SandboxError
-from sandboxes.resident import ResidentSpec, close_resident_servers, resident_servers
+from sandboxes.base import Limits, SandboxError, entry
+from sandboxes.resident import Answer, ResidentSpec, answer_all, close_resident_servers, warm_pools
 from verifiers.base import (
     Outcome,
     Probe,
@@ -32,11 +31,12 @@ from verifiers.base import (
 from verifiers.proof import certify
 from verifiers.proof.extract import extract_proof
 from verifiers.proof.feedback import proof_feedback
+from verifiers.proof.inside import serve
 from verifiers.proof.task import ProofTask
 from verifiers.registry import register
 
-PRELOAD = ("verifiers.proof.serve",)
-TARGET = "verifiers.proof.serve:serve"
+PRELOAD = (serve.__name__,)
+TARGET = entry(serve.serve)
 POOL = "proof"
 # Workers hold set.mm (a few hundred MB); sessions are forks of them.
 MEMORY_MB = 3072
@@ -64,6 +64,7 @@ class ProofVerifier(Verifier):
                    "frames, $d restrictions, axiom closure, no later or self citation.")
     task_model = ProofTask
     feedback = staticmethod(proof_feedback)  # type: ignore[assignment]
+    judges_groups = True
 
     def reference(self, task: TaskBase, supplied: str | None) -> str | None:
         return certify.reference(task, supplied)
@@ -75,8 +76,10 @@ class ProofVerifier(Verifier):
         return task.timeout_s  # type: ignore[attr-defined]
 
     def warm(self, ctx: VerifyContext) -> None:
-        # Workers read set.mm as they start (seconds): do not hold up the caller's start-up.
-        threading.Thread(target=_warm_quietly, args=(ctx,), name="proof-warm", daemon=True).start()
+        # Every worker reads set.mm as it starts (seconds): done here, at the service's start,
+        # so that no request pays for it. Servers are forks of those workers, so recycling a
+        # server forks a new one from a worker that still holds set.mm.
+        warm_pools(ctx.sandbox, SESSIONS, {POOL: PRELOAD})
 
     def close(self, ctx: VerifyContext) -> None:
         close_resident_servers(ctx.sandbox, SESSIONS.pool)
@@ -103,58 +106,26 @@ class ProofVerifier(Verifier):
                               f"{task.max_proof_steps} allows {task.max_proof_steps * CHARS_PER_STEP}")
                 continue
             pending.append((index, _request(task, extracted.proof, extracted.stated), evidence))
-        pending = self._check_warm(task, pending, outcomes, ctx)
-        # What no warm session could check: fresh processes, which also pin a kill on its cause.
-        while pending:
-            session = ctx.sandbox.open(TARGET, None, _fresh_limits(task, len(pending)), pool=POOL, preload=PRELOAD)
-            pending = self._check_in(session, task, pending, outcomes)
+        answers = answer_all(ctx.sandbox, SESSIONS, [request for _, request, _ in pending],
+                             timeout_s=task.timeout_s + LOAD_ALLOWANCE_S,
+                             fresh_limits=functools.partial(_fresh_limits, task), fresh_pool=POOL)
+        for (index, _, evidence), answer in zip(pending, answers, strict=True):
+            outcomes[index] = _answered(task, answer, evidence)
         return [outcomes[i] for i in range(len(responses))]
 
-    def _check_warm(self, task: ProofTask, pending: list, outcomes: dict[int, Outcome],
-                    ctx: VerifyContext) -> list:
-        sessions = resident_servers(ctx.sandbox, SESSIONS)
-        rest = []
-        for item in pending:
-            index, request, evidence = item
-            try:
-                result = sessions.request(request, timeout_s=task.timeout_s + LOAD_ALLOWANCE_S)
-            except RequestTimeout as exc:
-                outcomes[index] = _timed_out(task, evidence, exc.result.summary() if exc.result else None)
-                continue
-            except CallEnded:  # the session's own limits may have ended it: check afresh
-                result = None
-            if result is None:
-                rest.append(item)
-            else:
-                outcomes[index] = _outcome(task, result, evidence)
-        return rest
 
-    def _check_in(self, session: CallSession, task: ProofTask, pending: list,
-                  outcomes: dict[int, Outcome]) -> list:
-        """Check proofs in one sandboxed process until done or it dies; return the rest."""
-        for position, (index, request, evidence) in enumerate(pending):
-            try:
-                result = session.request(request, timeout_s=task.timeout_s + LOAD_ALLOWANCE_S)
-            except RequestTimeout as exc:
-                outcomes[index] = _timed_out(task, evidence, exc.result.summary() if exc.result else None)
-                return pending[position + 1:]
-            except CallEnded as exc:
-                usage = exc.result.summary() if exc.result else None
-                reason = (exc.result.killed_by if exc.result else None) or "checker process died"
-                outcomes[index] = Outcome(
-                    Verdict.invalid_format,
-                    [hard("format", False), hard("correctness", False), hard("compliance", True)],
-                    {**evidence, "first_failure": {"reason": f"resource limit while checking: {reason}"}},
-                    flags=["proof_check_resource_limit"], usage=usage)
-                return pending[position + 1:]
-            outcomes[index] = _outcome(task, result, evidence)
-        session.finish()
-        return []
-
-
-def _warm_quietly(ctx: VerifyContext) -> None:
-    with contextlib.suppress(SandboxError):
-        ctx.sandbox.warm(SESSIONS.pool, PRELOAD)
+def _answered(task: ProofTask, answer: Answer, evidence: dict[str, Any]) -> Outcome:
+    if answer.timed_out is not None:
+        result = answer.timed_out.result
+        return _timed_out(task, evidence, result.summary() if result else None)
+    if answer.died is not None:
+        result = answer.died.result
+        reason = (result.killed_by if result else None) or "checker process died"
+        return Outcome(Verdict.invalid_format,
+                       [hard("format", False), hard("correctness", False), hard("compliance", True)],
+                       {**evidence, "first_failure": {"reason": f"resource limit while checking: {reason}"}},
+                       flags=["proof_check_resource_limit"], usage=result.summary() if result else None)
+    return _outcome(task, answer.value, evidence)
 
 
 def _request(task: ProofTask, proof: str, stated: str | None) -> dict[str, Any]:

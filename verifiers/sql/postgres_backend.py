@@ -43,7 +43,7 @@ from sandboxes.base import SandboxError
 from verifiers.base import VerifyContext
 from verifiers.sql.compare import Row, Tagged
 from verifiers.sql.execution import Execution, InstanceRun, Statement, StatementResult, TableDiff
-from verifiers.sql.rowdiff import hashable, pick
+from verifiers.sql.inside.rowdiff import hashable, pick
 from verifiers.sql.task import SqlTask
 
 DATABASE = "assay_sql"

@@ -26,15 +26,16 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandboxes.base import CallResult, Limits, SandboxError
+from sandboxes.base import CallResult, Limits, SandboxError, entry
 from verifiers.base import VerifyContext
 from verifiers.sql.execution import Execution, InstanceRun, Statement, StatementResult, decode_result
+from verifiers.sql.inside import sqlite_runner
 from verifiers.sql.task import SqlTask
 
-TARGET = "verifiers.sql.sqlite_runner:run"
-TARGET_MANY = "verifiers.sql.sqlite_runner:run_many"
+TARGET = entry(sqlite_runner.run)
+TARGET_MANY = entry(sqlite_runner.run_many)
 POOL = "sql-sqlite"
-PRELOAD = ("verifiers.sql.sqlite_runner",)
+PRELOAD = (sqlite_runner.__name__,)
 # Worst-case statement time allowed in one call; more statements go to further calls.
 CALL_STATEMENT_SECONDS = 60.0
 # What one call may send back (the job-to-supervisor frame limit is 16 MiB).

@@ -5,8 +5,8 @@ writes, must earn nothing."""
 from __future__ import annotations
 
 from verifiers.base import Probe, TaskBase
-from verifiers.tool_state.packs import get_pack
-from verifiers.tool_state.trace import dumps_trace
+from verifiers.tool_state.inside.packs import get_pack
+from verifiers.tool_state.wire import dumps_trace
 
 
 def _calls(actions: list) -> list[dict]:

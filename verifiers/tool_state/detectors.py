@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from verifiers.base import Flag, flag
-from verifiers.tool_state.trace import HARD_MAX_CALLS, TraceError, parse_trace
+from verifiers.tool_state.wire import HARD_MAX_CALLS, TraceError, parse_trace
 
 # Completed-action verb -> the stems a tool name carrying it would contain.
 _SYNONYMS: tuple[frozenset[str], ...] = (

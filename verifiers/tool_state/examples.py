@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from verifiers.tool_state.trace import dumps_trace
+from verifiers.tool_state.wire import dumps_trace
 
 BANK_STATE: dict[str, Any] = {
     "users": {

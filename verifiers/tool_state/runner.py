@@ -9,12 +9,13 @@ turn without one response being able to affect another's judgement.
 
 from __future__ import annotations
 
-from sandboxes.base import Limits, Sandbox
+from sandboxes.base import Limits, Sandbox, entry
 from sandboxes.resident import ResidentServers, ResidentSpec, close_resident_servers, resident_servers
+from verifiers.tool_state.inside import replay
 
-PRELOAD = ("verifiers.tool_state.replay",)
-CALL_TARGET = "verifiers.tool_state.replay:run"
-SERVE_TARGET = "verifiers.tool_state.replay:serve"
+PRELOAD = (replay.__name__,)
+CALL_TARGET = entry(replay.run)
+SERVE_TARGET = entry(replay.serve)
 CALL_POOL = "tool_state"
 SERVE_POOL = "tool_state_serve"
 # One-shot calls: our replay on bounded input, generous per call.

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from verifiers.base import TaskBase
-from verifiers.tool_state.env import Environment
-from verifiers.tool_state.packs import get_pack
-from verifiers.tool_state.trace import HARD_MAX_CALLS
+from verifiers.tool_state.inside.env import Environment
+from verifiers.tool_state.inside.packs import get_pack
+from verifiers.tool_state.wire import HARD_MAX_CALLS
 
 MAX_GOLD_ACTIONS = 200
 

@@ -32,7 +32,7 @@ from verifiers.tool_state.runner import (
     sessions_for,
 )
 from verifiers.tool_state.task import ToolStateTask
-from verifiers.tool_state.trace import TraceError, check_size
+from verifiers.tool_state.wire import TraceError, check_size
 
 BATCH_WALL_PER_RESPONSE_S = 0.5
 # Keep each sandbox message well under the frame limits, however large the group.
@@ -106,12 +106,12 @@ class ToolStateVerifier(Verifier):
             except TraceError as exc:
                 outcomes[i] = _unparsed(str(exc), ["oversized_trace"])
         for chunk in _chunks(pending, responses):
-            for i, outcome in zip(chunk, self._judge(task, [responses[i] for i in chunk], ctx), strict=True):
+            for i, outcome in zip(chunk, self._replay(task, [responses[i] for i in chunk], ctx), strict=True):
                 outcome.add_flags(tool_state_flags(responses[i], outcome.evidence))
                 outcomes[i] = outcome
         return [o for o in outcomes if o is not None]
 
-    def _judge(self, task: ToolStateTask, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
+    def _replay(self, task: ToolStateTask, responses: list[str], ctx: VerifyContext) -> list[Outcome]:
         limit = runner.RESPONSE_TIMEOUT_S
         payload = {"task": task.replay_spec(), "responses": responses, "response_timeout_s": limit}
         started = time.perf_counter()

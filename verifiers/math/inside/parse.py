@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import sympy as sp
 
-from verifiers.math.normalise import ParseFailure, TooLarge
+from verifiers.math.inside.normalise import ParseFailure, TooLarge
 
 MAX_RESULT_BITS = 1 << 16
 MAX_FACTORIAL = 2000

@@ -12,12 +12,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from verifiers.math.answer import Parsed, ParseFailure, TooLarge, parse_answer
-from verifiers.math.choices import as_choice
-from verifiers.math.claims import check_claims
-from verifiers.math.compare import Policy, distinct, equivalent
-from verifiers.math.forms import form_problem
-from verifiers.math.normalise import normalise
+from verifiers.math.inside.answer import Parsed, ParseFailure, TooLarge, parse_answer
+from verifiers.math.inside.choices import as_choice
+from verifiers.math.inside.claims import check_claims
+from verifiers.math.inside.compare import Policy, distinct, equivalent
+from verifiers.math.inside.forms import form_problem
+from verifiers.math.inside.normalise import normalise
 
 _CRASHES = (RecursionError, MemoryError, OverflowError, TypeError, ValueError, ZeroDivisionError, AttributeError)
 
@@ -56,9 +56,9 @@ def _several(gold: Parsed) -> bool:
     return gold.kind in ("multi", "set", "tuple") and len(gold.items) > 1
 
 
-def judge_one(item: dict[str, Any]) -> dict[str, Any]:
+def check_one(item: dict[str, Any]) -> dict[str, Any]:
     try:
-        result = _judge(item)
+        result = _check(item)
     except Exception as exc:  # noqa: BLE001 - any internal failure is a verdict on this answer, never a crash
         return {"status": "unparsable", "message": f"internal failure {type(exc).__name__}: {str(exc)[:200]}"}
     if result.get("equal") and item.get("claims"):  # false_step: only a correct answer's working is checked
@@ -66,7 +66,7 @@ def judge_one(item: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _judge(item: dict[str, Any]) -> dict[str, Any]:
+def _check(item: dict[str, Any]) -> dict[str, Any]:
     named_values = bool(item.get("named_values", True))
     figures = item.get("significant_figures") if item.get("form") == "scientific" else None
     policy = Policy(percent=item.get("percent", "either"), require_units=bool(item.get("require_units", False)),
@@ -138,8 +138,8 @@ def sandbox_warm_up() -> None:
     """Run in the warm worker before it forks jobs: sympy's lazy imports and caches
     then cost nothing per job."""
     for answer, gold in _WARM_UP:
-        judge_one({"answer": answer, "gold": gold})
+        check_one({"answer": answer, "gold": gold})
 
 
 def serve(payload: Any, channel: Any) -> None:
-    channel.serve(judge_one)
+    channel.serve(check_one)

@@ -14,9 +14,9 @@ from typing import Any
 
 import sympy as sp
 
-from verifiers.math.answer import Parsed, ParseFailure, parse_answer
-from verifiers.math.compare import equivalent
-from verifiers.math.parse import MAX_EXPANSION, expansion_size
+from verifiers.math.inside.answer import Parsed, ParseFailure, parse_answer
+from verifiers.math.inside.compare import equivalent
+from verifiers.math.inside.parse import MAX_EXPANSION, expansion_size
 
 MAX_CHAINS = 20
 

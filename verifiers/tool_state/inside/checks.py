@@ -14,7 +14,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from verifiers.tool_state.env import Event
+from verifiers.tool_state.inside.env import Event
 
 DIFF_LIMIT = 50
 VALUE_TEXT_LIMIT = 200

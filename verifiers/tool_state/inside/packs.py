@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from verifiers.tool_state import bank
-from verifiers.tool_state.env import DomainPack
+from verifiers.tool_state.inside import bank
+from verifiers.tool_state.inside.env import DomainPack
 
 PACKS: dict[str, DomainPack] = {p.name: p for p in (bank.PACK,)}
 

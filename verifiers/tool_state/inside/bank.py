@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from verifiers.tool_state.env import (
+from verifiers.tool_state.inside.env import (
     BadArguments,
     CallContext,
     DomainPack,

@@ -1,4 +1,4 @@
-"""Runs *inside* the sandbox (standard library and `sandboxes.watchdog` only): builds each
+"""Runs *inside* the sandbox (standard library and `sandboxes.inside.watchdog` only): builds each
 evaluation instance as a private SQLite file and executes queries or data changes on it
 under guards, each statement under a watchdog that kills it at its own limit.
 
@@ -30,8 +30,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from sandboxes.watchdog import run_watched
-from verifiers.sql.rowdiff import hashable, pick
+from sandboxes.inside.watchdog import run_watched
+from verifiers.sql.inside.rowdiff import hashable, pick
 
 SCRATCH = "/tmp/work"
 FETCH_CHUNK = 256
@@ -303,7 +303,7 @@ def _statement_limit(cfg: dict[str, Any], spec: dict[str, Any]) -> float:
 
 def _watched(payload: dict[str, Any], path: str, numbers: list[int], gave_up: set[int],
              before: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
-    """Run statements under the watchdog (`sandboxes.watchdog`). SQLite's own deadline
+    """Run statements under the watchdog (`sandboxes.inside.watchdog`). SQLite's own deadline
     (a progress handler) cannot fire while one step runs inside a single function call
     (`instr` or `replace` on megabyte strings, a LIKE pattern): the watchdog then kills
     the statement's process at its limit, records a timeout for it, and runs the

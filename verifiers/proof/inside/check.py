@@ -17,7 +17,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from verifiers.proof.database import LABEL_RE, Assertion, Database, Hyp
+from verifiers.proof.inside.database import LABEL_RE, Assertion, Database, Hyp
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from verifiers.math.normalise import ParseFailure, TooLarge, normalise, strip_units
-from verifiers.math.parse import MAX_EXPANSION, expansion_size, parse_expression
-from verifiers.math.times import seconds
-from verifiers.math.words import number_from_words
+from verifiers.math.inside.normalise import ParseFailure, TooLarge, normalise, strip_units
+from verifiers.math.inside.parse import MAX_EXPANSION, expansion_size, parse_expression
+from verifiers.math.inside.times import seconds
+from verifiers.math.inside.words import number_from_words
 
 __all__ = ["ParseFailure", "Parsed", "TooLarge", "parse_answer"]
 
@@ -21,7 +21,6 @@ _EMPTY_WORDS = re.compile(
     r"does\s*n[o']t\s+exist|dne|empty\s+set", re.IGNORECASE)
 _ALL_REALS = re.compile(r"\\Reals|all\s+real(?:\s+numbers)?|\(\s*-\s*\\infty\s*,\s*\+?\s*\\infty\s*\)", re.IGNORECASE)
 _YES_NO = ("yes", "no", "true", "false")
-_RELATION_OPS = ("<=", ">=", "!=", "<", ">")
 _LIST_SEPARATORS = (";", ",", " or ", " and ", "\\text{or}", "\\text{and}")
 _FUNCTION_OF = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])*\s*\)")
 _LABEL_PREFIX = re.compile(r"^\s*(?:\\?[A-Za-z]+(?:_\{?[\w,]+\}?)?|\([A-Za-z, ]+\))\s*\\in\s*")
@@ -183,7 +182,7 @@ def _structure(s: str, named_values: bool) -> Parsed:
 
 
 def _choice(s: str, named_values: bool) -> Parsed | None:
-    from verifiers.math.choices import choice_parts
+    from verifiers.math.inside.choices import choice_parts
 
     parts = choice_parts(s)
     if parts is None:

@@ -60,7 +60,7 @@ import traceback
 from typing import Any, NoReturn
 
 # Run as a script with -I: make the package importable from the mount root.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from sandboxes.frames import (  # noqa: E402
     JOB_MAX_FRAME,
@@ -123,7 +123,6 @@ JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 # Words the host shows for failures of the sandbox itself (never an exception's text).
 TAMPERED_CHANNEL = "the job wrote a malformed or forged frame on its protocol channel"
-STALLED_CHANNEL = "the job stopped reading its protocol channel"
 OVERSIZED_RESULT = "the job's result was over its channel's size limit"
 # Ids of the job's asks: what the host echoes back, so only small integers.
 MAX_ASK_ID = 2**53

@@ -14,8 +14,8 @@ import os
 import time
 from typing import Any
 
-from verifiers.proof.check import Limits, Target, check
-from verifiers.proof.database import LABEL_RE, TOKEN_CHARS_RE, Database, DatabaseError, Hyp, parse
+from verifiers.proof.inside.check import Limits, Target, check
+from verifiers.proof.inside.database import LABEL_RE, TOKEN_CHARS_RE, Database, DatabaseError, Hyp, parse
 
 SHIPPED_DIR = "/usr/share/metamath/databases"
 PRELOADED = ("set.mm",)

@@ -1,9 +1,9 @@
 """Replay of a response's calls: parse the trace, run every call from the initial state
 through the domain pack, and judge the result.
 
-`judge` is pure and deterministic. The verifier runs it inside the sandbox through
+`check` is pure and deterministic. The verifier runs it inside the sandbox through
 `run` (the response is hostile data, so even our own parser and tools work on it under
-the sandbox's time and memory limits); the benchmark's in-process baseline calls `judge`
+the sandbox's time and memory limits); the benchmark's in-process baseline calls `check`
 directly with the same code.
 """
 
@@ -14,10 +14,10 @@ import json
 import time
 from typing import Any
 
-from verifiers.tool_state.checks import check_outputs, diff_states, grounded_values, missing_reads
-from verifiers.tool_state.env import Environment, Event
-from verifiers.tool_state.packs import get_pack
-from verifiers.tool_state.trace import TraceError, parse_trace
+from verifiers.tool_state.inside.checks import check_outputs, diff_states, grounded_values, missing_reads
+from verifiers.tool_state.inside.env import Environment, Event
+from verifiers.tool_state.inside.packs import get_pack
+from verifiers.tool_state.wire import TraceError, parse_trace
 
 EVENT_LIMIT = 50
 ARGS_TEXT_LIMIT = 200
@@ -41,7 +41,7 @@ def _check(deadline: float | None) -> None:
         raise _Overrun
 
 
-def judge(spec: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
+def check(spec: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
     """spec: environment, actor, initial_state, allowed_tools, expected_state,
     required_outputs, required_reads, max_calls, max_message_chars,
     max_unsupported_values, max_message_values, response. Past `deadline` (monotonic)
@@ -98,9 +98,9 @@ def _timed_out(limit: float) -> dict[str, Any]:
     return {**_empty_report(), "timed_out": True, "message_facts": {"replay_limit_s": limit}}
 
 
-def _judge_within(task: dict[str, Any], response: str, limit: float) -> dict[str, Any]:
+def _check_within(task: dict[str, Any], response: str, limit: float) -> dict[str, Any]:
     try:
-        return judge({**task, "response": response}, time.monotonic() + limit)
+        return check({**task, "response": response}, time.monotonic() + limit)
     except _Overrun:
         return _timed_out(limit)
 
@@ -113,7 +113,7 @@ def run(payload: dict[str, Any], channel: object) -> dict[str, Any]:
     bound (1 MB, `max_calls`, `max_message_chars`), so it overruns by a fraction of a
     second at most (the host's request timeout backs it up)."""
     limit = float(payload.get("response_timeout_s") or DEFAULT_RESPONSE_TIMEOUT_S)
-    return {"reports": [_judge_within(payload["task"], r, limit) for r in payload["responses"]]}
+    return {"reports": [_check_within(payload["task"], r, limit) for r in payload["responses"]]}
 
 
 def serve(payload: dict[str, Any], channel: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from verifiers.math.answer import Parsed
+from verifiers.math.inside.answer import Parsed
 
 # "(C)", "(c) 12", "C", "C. 12", "C: 12", "C) 12", "C 12" (a number or a LaTeX value after a space).
 CHOICE = re.compile(r"\(\s*([A-Ha-h])\s*\)\s*(.*)|([A-H])(?:\s*[.:)]\s*(.+)|\s+([\d\\\-.].*))?", re.DOTALL)

@@ -9,7 +9,7 @@ import re
 
 import sympy as sp
 
-from verifiers.math.normalise import normalise
+from verifiers.math.inside.normalise import normalise
 
 FORMS = ("lowest_terms", "prime_factorization", "scientific", "integer")
 _INT = r"[+-]?\s*\d+"

@@ -9,10 +9,10 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
-from verifiers.math.answer import Parsed
-from verifiers.math.choices import choice_equal
-from verifiers.math.parse import MAX_EXPANSION, based_numeral_value, expansion_size
-from verifiers.math.units import factor
+from verifiers.math.inside.answer import Parsed
+from verifiers.math.inside.choices import choice_equal
+from verifiers.math.inside.parse import MAX_EXPANSION, based_numeral_value, expansion_size
+from verifiers.math.inside.units import factor
 
 # Exact comparison is numeric at 60 digits with a relative threshold, so 1/2^99 and
 # 1/2^98 stay different while identities simplify would be slow to prove are found.
