@@ -21,6 +21,15 @@ class IOCase(BaseModel):
     name: str | None = Field(None, max_length=100)
 
 
+class ProgramSource(BaseModel):
+    """A trusted program of the task (an interactor): its language and source."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: Literal["python", "c", "cpp", "java", "javascript", "go", "rust"]
+    source: str = Field(min_length=1, max_length=MAX_TEST_CHARS)
+
+
 def _defines_check(source: str, field: str) -> None:
     # Parsing the task's own test source (trusted input from the trainer or admin) only
     # checks its shape early, so a broken task is a 422 rather than an `error` per response.
@@ -39,7 +48,7 @@ class CodeTask(TaskBase):
     calling it, plus `entry_point`) and `io_cases` (stdin -> expected stdout) is given.
     """
 
-    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases"})
+    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases", "interactor"})
 
     language: Literal["python"] = "python"
     entry_point: str | None = Field(None, max_length=100)
@@ -57,6 +66,9 @@ class CodeTask(TaskBase):
     memory_mb: int = Field(512, ge=64, le=8192)
     output_bytes: int = Field(1_000_000, ge=1024, le=64_000_000)
     partial_credit: bool = False
+    # Interactive problems (verifiers/code/interactive.py): each io case's stdin is the
+    # interactor's input file and its stdout the interactor's answer file.
+    interactor: ProgramSource | None = None
 
     @model_validator(mode="after")
     def _check_shape(self) -> CodeTask:
@@ -75,6 +87,8 @@ class CodeTask(TaskBase):
                 raise ValueError("`io_cases` must not be empty")
             if self.visible_tests is not None:
                 raise ValueError("`visible_tests` go with `tests`, not `io_cases`")
+        if self.interactor is not None and self.io_cases is None:
+            raise ValueError("`interactor` goes with `io_cases` (the interactor's input and answer files)")
         if self.prompt is not None:
             try:
                 ast.parse(self.prompt)

@@ -29,6 +29,7 @@ from verifiers.code import grader as grader_side
 from verifiers.code.detectors import DETECTOR_FLAGS, SCAN, code_flags, start_scan
 from verifiers.code.extract import MAX_CODE_CHARS, STATIC_FLAGS, extract_code, static_flags
 from verifiers.code.feedback import code_feedback
+from verifiers.code.interactive import interactor_program, python_program, run_interactive_case
 from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, RUN_FLAGS, TestRun, run_assert_test, run_io_case
 from verifiers.code.task import CodeTask
 from verifiers.registry import register
@@ -123,6 +124,9 @@ class CodeVerifier(Verifier):
         for name, hidden, spec in plan:
             if task.tests is not None:
                 run = run_assert_test(ctx.sandbox, task, program, name, spec, hidden)
+            elif task.interactor is not None:
+                run = run_interactive_case(ctx.sandbox, task, python_program(program), interactor_program(task),
+                                           name, spec, hidden)
             else:
                 run = run_io_case(ctx.sandbox, task, program, name, spec, hidden)
             runs.append(run)
