@@ -169,8 +169,8 @@ FAILURES = {"exit_3": "os._exit(3)", "crash": "os.abort()", "unknown_exit_code":
 
 
 @pytest.mark.parametrize(("failure", "candidate"), [
-    *((f, c) for f in ("exit_3", "crash", "unknown_exit_code") for c in ("honest", "fakes_testlib_ok",
-                                                                         "exits_early_with_zero", "signals_everything")),
+    *((f, c) for f in ("exit_3", "crash", "unknown_exit_code")
+      for c in ("honest", "fakes_testlib_ok", "exits_early_with_zero", "signals_everything")),
     pytest.param("hangs", "honest", marks=pytest.mark.slow),
 ])
 def test_interactor_failure_is_never_the_candidates_success(code_verifier, ctx, failure, candidate):
@@ -199,3 +199,20 @@ def test_crossed_pipes_primitive(sandbox):
     assert (first.exit_code, second.exit_code) == (5, 6), (first.summary(), first.stderr, second.stderr)
     assert first.killed_by is None and second.killed_by is None
     assert time.monotonic() - started < 15  # 200 round trips, far from the wall limit
+
+
+def test_interactive_task_over_http_hides_the_interactor(live_server):
+    # Through the service: the interactor (a hidden field, like the cases) decides, and
+    # neither its source nor the answer file appears in what the caller gets back.
+    task = {**TASK, "interactor": {"language": "python", "source": f"# {ANSWER_MARKER}\n{INTERACTOR}"}}
+    with live_server.client() as client:
+        for code, reward in ((HOSTILE["hunts_for_interactor_files"][0], 0.0), (HONEST, 1.0)):
+            reply = client.post("/v1/verify", json={"verifier": "code", "task": task,
+                                                    "response": f"```python\n{code}\n```"})
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["reward"] == reward, reply.text
+            assert ANSWER_MARKER not in reply.text
+        bad = client.post("/v1/verify", json={"verifier": "code", "response": "```python\nprint(1)\n```",
+                                              "task": {**task, "io_cases": None, "entry_point": "f",
+                                                       "tests": "def check(candidate):\n    pass\n"}})
+        assert bad.status_code == 422 and "interactor" in bad.text, bad.text
