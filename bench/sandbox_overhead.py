@@ -4,7 +4,7 @@ Two workloads:
   trivial    `true` as a command job on all three: the pure per-job cost of the sandbox
   humaneval  HumanEval/0's canonical solution plus its tests. On both warm backends it
              runs as the code verifier runs candidate programs (a call of
-             verifiers.code.candidate:run_program, forked from a warm worker that has
+             verifiers.code.inside.candidate:run_program, forked from a warm worker that has
              pre-imported its modules); the naive baseline is `python3 -c PROGRAM` in a
              fresh container, which is what a sandbox without warm workers does.
 
@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--image", default="assay-runtime:latest")
     args = parser.parse_args()
 
-    from verifiers.code import candidate
+    from verifiers.code import wire
 
     limits = Limits(wall_s=30, cpu_s=30)
     process = ProcessSandbox(workers=1)
@@ -88,8 +88,8 @@ def main() -> None:
 
     def sample(box) -> Callable[[], int | None]:
         def run() -> int | None:
-            result = box.call("verifiers.code.candidate:run_program", payload, limits,
-                              pool="bench-candidate", preload=candidate.PRELOAD)
+            result = box.call(wire.CANDIDATE_PROGRAM, payload, limits,
+                              pool="bench-candidate", preload=wire.CANDIDATE_PRELOAD)
             return 0 if result.returned and result.value["status"] == "ok" else 1
         return run
 

@@ -15,6 +15,10 @@ CACHE_DIR="${ASSAY_CACHE_DIR:-/var/cache/assay}"
 SUITE="${ASSAY_DEBIAN_SUITE:-bookworm}"
 MIRROR="${ASSAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 BASE_IMAGE="${ASSAY_BASE_IMAGE:-}"
+# The runtime image adds the code verifier's toolchains (C, C++, Java, JavaScript, Go,
+# Rust) to the base; a stock base gets them from its own apt sources in the Dockerfile.
+RUNTIME_BASE_IMAGE="${ASSAY_RUNTIME_BASE_IMAGE:-${ASSAY_BASE_IMAGE:-}}"
+TOOLCHAINS="gcc,g++,openjdk-17-jdk-headless,nodejs,golang-go,rustc"
 POSTGRES_IMAGE="${ASSAY_POSTGRES_IMAGE:-}"
 RUNTIME_TAG="${ASSAY_SANDBOX_IMAGE:-assay-runtime:latest}"
 SERVICE_TAG="${ASSAY_SERVICE_IMAGE:-assay-service:latest}"
@@ -88,6 +92,11 @@ if [ -z "$BASE_IMAGE" ]; then
     # metamath-databases: the proof verifier reads set.mm inside the runtime image.
     debian_base "$BASE_IMAGE" "python3,python3-venv,ca-certificates,metamath-databases"
 fi
+if [ -z "$RUNTIME_BASE_IMAGE" ]; then
+    # A base of its own, so that the service image stays without compilers.
+    RUNTIME_BASE_IMAGE="assay-runtime-base:$SUITE"
+    debian_base "$RUNTIME_BASE_IMAGE" "python3,python3-venv,ca-certificates,metamath-databases,$TOOLCHAINS"
+fi
 if [ -z "$POSTGRES_IMAGE" ]; then
     POSTGRES_IMAGE="assay-postgres-base:$SUITE"
     debian_base "$POSTGRES_IMAGE" "postgresql,util-linux,ca-certificates"
@@ -114,9 +123,9 @@ tar -C "$ROOT" --exclude=__pycache__ --exclude='*.pyc' -cf - sandboxes verifiers
 cp -r "$ROOT/sandboxes/images" "$CONTEXT/images"
 SOURCE_HASH="$(cd "$ROOT" && "$PYTHON" -c 'from sandboxes.docker_backend import source_hash; print(source_hash())')"
 
-log "building $RUNTIME_TAG from $BASE_IMAGE"
+log "building $RUNTIME_TAG from $RUNTIME_BASE_IMAGE"
 build -f "$CONTEXT/images/runtime/Dockerfile" -t "$RUNTIME_TAG" \
-    --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg SOURCE_HASH="$SOURCE_HASH" "$CONTEXT"
+    --build-arg BASE_IMAGE="$RUNTIME_BASE_IMAGE" --build-arg SOURCE_HASH="$SOURCE_HASH" "$CONTEXT"
 log "building $SERVICE_TAG from $BASE_IMAGE"
 build -f "$CONTEXT/images/service/Dockerfile" -t "$SERVICE_TAG" \
     --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg SOURCE_HASH="$SOURCE_HASH" "$CONTEXT"

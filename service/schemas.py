@@ -266,6 +266,8 @@ class VerifierInfo(BaseModel):
     description: str
     task_schema: dict[str, Any]
     hidden_fields: list[str]
+    languages: dict[str, Any] | None = Field(
+        None, description="code: per language its compile and run commands, time factor and toolchain version.")
     last_diff: dict[str, Any] | None = Field(
         None, description="The newest release-gate report's summary (POST /v1/verifiers/{name}/diff), if any.")
 

@@ -9,9 +9,9 @@ import math
 import pytest
 
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
-from verifiers.code import values
 from verifiers.code.compare import outputs_match
 from verifiers.code.extract import extract_code
+from verifiers.code.inside import values
 from verifiers.registry import get
 
 ADD_TESTS = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"

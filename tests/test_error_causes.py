@@ -18,7 +18,7 @@ POSTGRES_TASK = {"dialect": "postgres", "schema": "CREATE TABLE t(a int);", "ins
 def test_a_pool_that_cannot_start_fails_with_a_stable_cause(sandbox):
     # No candidate code ever ran: this is the infrastructure's failure, named as such.
     with pytest.raises(SandboxError) as failure:
-        sandbox.call("verifiers.code.candidate:serve", {}, Limits(wall_s=5), pool="broken-pool",
+        sandbox.call("verifiers.code.inside.candidate:serve", {}, Limits(wall_s=5), pool="broken-pool",
                      preload=("no_such_module_for_assay",))
     assert failure.value.cause in {"worker_start_failed", "container_start_failed"}
     assert "Traceback" not in str(failure.value) and "no_such_module" not in str(failure.value)

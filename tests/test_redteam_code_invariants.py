@@ -142,7 +142,7 @@ ITERATION_ENDERS = {
     "system_exit_zero": "def add(a, b):\n    raise SystemExit(0)\n",
     # The candidate lies about its exception's ancestors (it owns its side of the channel).
     "forged_exception_bases": (
-        "import verifiers.code.candidate as c\n"
+        "import verifiers.code.inside.candidate as c\n"
         "c._describe = lambda exc: {'type': 'StopIteration', 'bases': ['StopIteration', 'StopAsyncIteration'],\n"
         "                           'message': '', 'exit': False}\n"
         "def add(a, b):\n    raise ValueError\n"),
@@ -377,7 +377,7 @@ def test_a_job_cannot_poison_the_worker_while_it_loads(judge, box):
 
 # --------------------------------------------- 5. a response cannot name a flag or a label
 
-FLOOD = ("import sys, verifiers.code.candidate as c\n"
+FLOOD = ("import sys, verifiers.code.inside.candidate as c\n"
          "for i in range(20000):\n    c._events[f'k{i}'] = 1\n"
          "c._events['a\\x00b\\nc'] = 1\nc._events['runtime:evil'] = 1\n"
          "for i in range(300):\n    sys.stderr.write(f'\\n[assay-audit] flood{i}\\n')\n")
@@ -403,7 +403,7 @@ def test_a_flag_flood_gives_a_bounded_record(judge, box):
 
 def test_hidden_inputs_never_become_flag_names(judge, box):
     task = assert_task(f"def check(candidate):\n    assert candidate({HIDDEN_VALUE}, 1) == {HIDDEN_VALUE + 1}\n")
-    spy = ("import sys, verifiers.code.candidate as c\n"
+    spy = ("import sys, verifiers.code.inside.candidate as c\n"
            "def add(a, b):\n"
            "    c._note(f'in_{a}')\n    c._events[f'runtime:{a}'] = 1\n    c._paths.append(str(a))\n"
            "    sys.stderr.write(f'\\n[assay-audit] seen{a}\\n')\n    sys.stderr.flush()\n    return a - b\n")

@@ -82,4 +82,7 @@ def probes(task: TaskBase) -> list[Probe]:
 def time_budget_s(task: TaskBase) -> float:
     cases = 1 if task.tests is not None else len(task.io_cases or [])  # type: ignore[attr-defined]
     visible = (1 if task.visible_tests else 0) + len(task.visible_io_cases or [])  # type: ignore[attr-defined]
-    return task.time_limit_s * (cases + visible)  # type: ignore[attr-defined]
+    per_case = task.time_limit_s * (task.time_factor or 2.0 if task.language != "python" else 1.0)  # type: ignore[attr-defined]
+    # A compiled language pays its compile once (verifiers/code/native.py's own limit).
+    compile_s = 60.0 if task.language != "python" else 0.0  # type: ignore[attr-defined]
+    return per_case * (cases + visible) + compile_s

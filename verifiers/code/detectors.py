@@ -1,5 +1,5 @@
 """Code detectors: what the candidate's code says (an AST scan in the sandbox, see
-`verifiers.code.scan`) and what the sandbox saw it do at run time, as named flags.
+`verifiers.code.inside.scan`) and what the sandbox saw it do at run time, as named flags.
 
 - `exits_process`: sys.exit, os._exit, raise SystemExit, os.kill of itself (function-call
   tasks only: a stdin/stdout program may end with sys.exit(); code under
@@ -32,12 +32,13 @@ from typing import Any
 from sandboxes.base import CallEnded, Limits, SandboxError
 from sandboxes.resident import ResidentSpec, resident_servers
 from verifiers.base import Flag, VerifyContext, flag
+from verifiers.code import wire
 from verifiers.code.task import CodeTask
 
 SCAN_TIMEOUT_S = 2.0
 MAX_EXAMPLES = 20
 MAX_EXAMPLE_CHARS = 2000
-SCAN = ResidentSpec("verifiers.code.scan:serve", "code_scan", ("verifiers.code.scan",),
+SCAN = ResidentSpec(wire.SCAN_TARGET, "code_scan", wire.SCAN_PRELOAD,
                    Limits(wall_s=300, cpu_s=240, memory_mb=512, processes=4, output_bytes=64_000, file_size_mb=1,
                           open_files=64, scratch_mb=4),
                    max_age_s=60, max_requests=2000, wait_s=0.5)

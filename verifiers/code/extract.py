@@ -9,16 +9,27 @@ from __future__ import annotations
 import re
 
 PYTHON_TAGS = {"python", "py", "python3", "py3"}
+# The info strings a fenced block of each language may carry.
+LANGUAGE_TAGS: dict[str, frozenset[str]] = {
+    "python": frozenset(PYTHON_TAGS),
+    "c": frozenset({"c", "h"}),
+    "cpp": frozenset({"cpp", "c++", "cc", "cxx", "hpp"}),
+    "java": frozenset({"java"}),
+    "javascript": frozenset({"javascript", "js", "node", "nodejs"}),
+    "go": frozenset({"go", "golang"}),
+    "rust": frozenset({"rust", "rs"}),
+}
 MAX_CODE_CHARS = 200_000
 
 
-def extract_code(response: str) -> str | None:
-    """The last fenced block tagged Python; else the last untagged block; else None.
+def extract_code(response: str, language: str = "python") -> str | None:
+    """The last fenced block tagged with the language; else the last untagged block; else None.
 
     Line-based: a fence opens on a line starting with ``` (its info string names the
     language) and closes on a line that is only ```. An unclosed final fence (a truncated
     generation) does not count as a block.
     """
+    tags = LANGUAGE_TAGS[language]
     tagged: list[str] = []
     untagged: list[str] = []
     lines = response.splitlines()
@@ -27,7 +38,7 @@ def extract_code(response: str) -> str | None:
         stripped = lines[i].strip()
         if stripped.startswith("```"):
             info = stripped[3:].strip().lower()
-            language = info.split()[0] if info else ""
+            tag = info.split()[0] if info else ""
             body: list[str] = []
             j = i + 1
             while j < len(lines) and lines[j].strip() != "```":
@@ -36,9 +47,9 @@ def extract_code(response: str) -> str | None:
             if j >= len(lines):
                 break
             text = "\n".join(body) + "\n"
-            if language in PYTHON_TAGS:
+            if tag in tags:
                 tagged.append(text)
-            elif not language:
+            elif not tag:
                 untagged.append(text)
             i = j + 1
             continue

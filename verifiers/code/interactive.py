@@ -23,12 +23,16 @@ hidden input or answer); only a fixed word for its verdict does.
 
 from __future__ import annotations
 
+import base64
 import re
+import shlex
 from dataclasses import dataclass, field
 
 from sandboxes.base import Job, JobResult, Limits, Sandbox, SandboxError
 from verifiers.base import TaskInvalid
-from verifiers.code.runner import TestRun, _absorb, candidate_limits
+from verifiers.code.languages import LANGUAGES, VIRTUAL_ALLOWANCE_MB, Language, fill, fill_env
+from verifiers.code.native import MAX_STACK_MB, Compiled, compile_program, time_limits
+from verifiers.code.runner import TestRun, absorb, candidate_limits
 from verifiers.code.task import CodeTask, IOCase
 
 INPUT_FILE, OUTPUT_FILE, ANSWER_FILE = "input.txt", "output.txt", "answer.txt"
@@ -41,10 +45,6 @@ INTERACTOR_VERDICTS = {
     POINTS: "partial",
     UNEXPECTED_EOF: "unexpected end of output",
 }
-# A candidate waits on the interactor as well as computing: its wall clock (the idleness
-# limit) is this many times its CPU budget, plus a floor for the sandboxes' start.
-IDLENESS_FACTOR = 2.0
-IDLENESS_FLOOR_S = 1.0
 # The interactor outlives the candidate by this much, so that it sees the candidate's
 # end (its stdin closes) and reports on it before its own limits could stop it.
 INTERACTOR_MARGIN_S = 5.0
@@ -64,39 +64,59 @@ class InteractorFailed(SandboxError):
 
 @dataclass
 class Program:
-    """A runnable program: its command and the files it needs in the scratch directory."""
+    """A runnable program: its command, environment and the files it needs in scratch."""
 
     argv: list[str]
     files: dict[str, bytes] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    memory_mb: int = 0  # the address-space allowance over the task's memory it needs
+    processes: int = 16
 
 
-def python_program(source: str, name: str = "main.py") -> Program:
-    return Program(["python3", "-I", "-S", name], {name: source.encode()})
+def launch(language: Language, compiled: Compiled, memory_mb: int) -> Program:
+    """A compiled program as a stream job: a shell marks its executables, sets the stack
+    as a judge does (as deep as the memory allows) and becomes the program."""
+    values = {"memory_mb": memory_mb, "main": compiled.main}
+    stack_kb = min(memory_mb, MAX_STACK_MB) * 1024
+    script = (f"chmod +x {shlex.join(language.executables)} 2>/dev/null; " if language.executables else "")
+    script += f"ulimit -s {stack_kb} 2>/dev/null; exec {shlex.join(fill(language.run, **values))}"
+    files = {name: base64.b64decode(data) for name, data in compiled.artifacts.items()}
+    return Program(["/bin/sh", "-c", script], files, fill_env(language.run_env, **values),
+                   0 if language.address_space_limit else VIRTUAL_ALLOWANCE_MB, language.processes)
 
 
-def interactor_program(task: CodeTask) -> Program:
-    """The task's interactor, ready to run (compiled languages: see `prepare_program`)."""
+def candidate_program(task: CodeTask, program: str, compiled: Compiled | None) -> Program:
+    if compiled is None:  # Python: the response's module (after the task's prompt)
+        python = LANGUAGES["python"]
+        return Program(list(python.run), {"main.py": program.encode()})
+    return launch(LANGUAGES[compiled.language], compiled, task.memory_mb)
+
+
+def interactor_program(sandbox: Sandbox, task: CodeTask) -> Program:
+    """The task's interactor, compiled once (cached; C and C++ with testlib.h at hand).
+    One that does not compile is the task's fault (422), never a response's."""
     assert task.interactor is not None
-    return prepare_program(task.interactor.language, task.interactor.source, "interactor")
+    compiled = compile_program(sandbox, task.interactor.language, task.interactor.source, testlib=True)
+    if compiled.error:
+        raise TaskInvalid(f"interactor: it does not compile ({compiled.error}): {compiled.message[:500]}")
+    return launch(LANGUAGES[compiled.language], compiled, INTERACTOR_MEMORY_MB)
 
 
-def prepare_program(language: str, source: str, stem: str) -> Program:
-    if language == "python":
-        return python_program(source, f"{stem}.py")
-    raise TaskInvalid(f"task.interactor.language: {language!r} interactors are not supported yet")
+def candidate_interactive_limits(task: CodeTask, candidate: Program) -> Limits:
+    """The candidate's limits for one interactive case: CPU as for any case of its
+    language; the wall clock, which also runs while it waits on the interactor, is the
+    idleness limit."""
+    language = LANGUAGES[task.language]
+    cpu, wall = time_limits(task, language)
+    return candidate_limits(task).replace(cpu_s=cpu, wall_s=wall, memory_mb=task.memory_mb + candidate.memory_mb,
+                                          processes=candidate.processes)
 
 
-def candidate_interactive_limits(task: CodeTask, cpu_s: float | None = None) -> Limits:
-    """The candidate's limits for one interactive case (`cpu_s`: its language-scaled budget)."""
-    base = candidate_limits(task)
-    cpu = cpu_s if cpu_s is not None else base.cpu_s
-    return base.replace(cpu_s=cpu, wall_s=cpu * IDLENESS_FACTOR + IDLENESS_FLOOR_S)
-
-
-def interactor_limits(candidate: Limits) -> Limits:
+def interactor_limits(candidate: Limits, interactor: Program) -> Limits:
     budget = candidate.wall_s + INTERACTOR_MARGIN_S
-    return Limits(wall_s=budget, cpu_s=budget, memory_mb=INTERACTOR_MEMORY_MB, processes=INTERACTOR_PROCESSES,
-                  output_bytes=INTERACTOR_OUTPUT_BYTES, file_size_mb=64, open_files=64, scratch_mb=256)
+    return Limits(wall_s=budget, cpu_s=budget, memory_mb=INTERACTOR_MEMORY_MB + interactor.memory_mb,
+                  processes=interactor.processes, output_bytes=INTERACTOR_OUTPUT_BYTES, file_size_mb=64,
+                  open_files=64, scratch_mb=256)
 
 
 def _interactor_verdict(result: JobResult) -> int:
@@ -119,17 +139,21 @@ def _points(stderr: bytes) -> float:
     return min(max(float(found.group(1)), 0.0), 1.0) if found else 0.0
 
 
-def run_interactive_case(sandbox: Sandbox, task: CodeTask, candidate: Program, interactor: Program, name: str,
-                         case: IOCase, hidden: bool, cpu_s: float | None = None) -> TestRun:
-    """One case of an interactive task. InteractorFailed (verdict `error`) when the
-    interactor failed; a SandboxError when the sandbox did."""
+def run_interactive(sandbox: Sandbox, task: CodeTask, program: str, compiled: Compiled | None, name: str,
+                    case: IOCase, hidden: bool) -> TestRun:
+    """One case of an interactive task (`compiled`: the response's compiled program, None
+    for Python's `program`). InteractorFailed (verdict `error`) when the interactor
+    failed; a SandboxError when the sandbox did."""
+    candidate = candidate_program(task, program, compiled)
+    interactor = interactor_program(sandbox, task)
     run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
-    limits = candidate_interactive_limits(task, cpu_s)
+    limits = candidate_interactive_limits(task, candidate)
     files = {**interactor.files, INPUT_FILE: case.stdin.encode(), ANSWER_FILE: case.stdout.encode()}
-    judge = Job([*interactor.argv, INPUT_FILE, OUTPUT_FILE, ANSWER_FILE], files, limits=interactor_limits(limits))
-    judged, ran = sandbox.interact(judge, Job(candidate.argv, dict(candidate.files), limits=limits))
+    argv = [*interactor.argv[:-1], f"{interactor.argv[-1]} {INPUT_FILE} {OUTPUT_FILE} {ANSWER_FILE}"]
+    judge = Job(argv, files, env=interactor.env, limits=interactor_limits(limits, interactor))
+    judged, ran = sandbox.interact(judge, Job(candidate.argv, candidate.files, env=candidate.env, limits=limits))
     verdict = _interactor_verdict(judged)
-    _absorb(run, ran)
+    absorb(run, ran)
     if run.status == "timeout" or run.killed_by:
         if ran.killed_by == "timeout":
             run.detail = {"type": "IdlenessLimit" if ran.cpu_s < limits.cpu_s / 2 else "TimeLimit"}
@@ -140,7 +164,8 @@ def run_interactive_case(sandbox: Sandbox, task: CodeTask, candidate: Program, i
         run.status = "fail"
         run.detail = {"type": "InteractorVerdict", "verdict": INTERACTOR_VERDICTS[verdict]}
         if verdict == POINTS:
-            run.detail["points"] = _points(judged.stderr)
+            run.score = _points(judged.stderr + judged.stdout)
+            run.detail["points"] = run.score
         return run
     if ran.exit_code != 0:
         run.detail = {"type": "ProcessEnded", "message": f"exit code {ran.exit_code}, signal {ran.signal}"}

@@ -14,21 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sandboxes.base import CallEnded, CallResult, CallSession, Limits, Sandbox, SandboxError
 from verifiers.base import TaskInvalid
-from verifiers.code import candidate as candidate_side
-from verifiers.code import grader as grader_side
+from verifiers.code import wire
 from verifiers.code.compare import first_difference, outputs_match
 from verifiers.code.task import CodeTask, IOCase
 
 CANDIDATE_POOL = "code-candidate"
 GRADER_POOL = "code-grader"
-CANDIDATE_SERVE = "verifiers.code.candidate:serve"
-CANDIDATE_PROGRAM = "verifiers.code.candidate:run_program"
-GRADER_TARGET = "verifiers.code.grader:grade"
+CANDIDATE_SERVE = wire.CANDIDATE_SERVE
+CANDIDATE_PROGRAM = wire.CANDIDATE_PROGRAM
+GRADER_TARGET = wire.GRADER_TARGET
 # The grader waits on the candidate, so it gets the candidate's budget plus this margin:
 # the candidate always runs out first and the grader reports that cleanly.
 GRADER_MARGIN_S = 5.0
@@ -37,7 +37,7 @@ GRADER_MEMORY_MB = 1024
 VIOLATION_EVENTS = {"network", "kill", "tamper_file"}
 # The run's flags: a fixed vocabulary. What the candidate reports about itself can only
 # pick names from it; nothing it writes ever becomes part of a name.
-RUNTIME_FLAGS = frozenset({f"runtime:{kind}" for kind in candidate_side.AUDIT_KINDS}
+RUNTIME_FLAGS = frozenset({f"runtime:{kind}" for kind in wire.AUDIT_KINDS}
                           | {"runtime:process_limit", "runtime:exit_during_test", "runtime:unencodable_value"})
 RUN_FLAGS = RUNTIME_FLAGS | {"grader_limit"}
 # Bounds on what the candidate's self-reports may add to the evidence.
@@ -46,7 +46,7 @@ TYPE_CHARS = 60
 MESSAGE_CHARS = 300
 # What of the candidate's module crosses to the grader: names, and plain values up to
 # this many bytes once encoded (the grader's job frame must stay within its limits).
-MAX_EXPORTS = candidate_side.MAX_EXPORTS
+MAX_EXPORTS = wire.MAX_EXPORTS
 EXPORT_NAME_CHARS = 100
 EXPORTS_MAX_BYTES = 16 * 1024 * 1024
 # Per-test limits that are not the task's to choose.
@@ -74,6 +74,8 @@ class TestRun:
     # Whether stderr may be shown: once hidden inputs reached the candidate, it could
     # echo them, so stderr (and candidate messages) of hidden tests are withheld.
     stderr_safe: bool = False
+    # A checker's points for a case that was not accepted (testlib's `points`), in [0, 1].
+    score: float | None = None
 
     def evidence(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "hidden": self.hidden, "status": self.status,
@@ -179,7 +181,7 @@ def known_events(events: Any) -> list[str]:
     """The audit kinds of the vocabulary a candidate's report names (keys of a dict)."""
     if not isinstance(events, dict):
         return []
-    return sorted(kind for kind in candidate_side.AUDIT_KINDS if kind in events)
+    return sorted(kind for kind in wire.AUDIT_KINDS if kind in events)
 
 
 def _for_grader(answer: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +193,7 @@ def _for_grader(answer: dict[str, Any]) -> dict[str, Any]:
     bases = error.get("bases") if isinstance(error.get("bases"), list) else []
     return {"ok": False, "error": {
         "type": error["type"][:TYPE_CHARS] if isinstance(error.get("type"), str) else "<unnamed>",
-        "bases": [b[:TYPE_CHARS] for b in bases[:candidate_side.MAX_EXCEPTION_BASES] if isinstance(b, str)],
+        "bases": [b[:TYPE_CHARS] for b in bases[:wire.MAX_EXCEPTION_BASES] if isinstance(b, str)],
         "message": error["message"][:MESSAGE_CHARS] if isinstance(error.get("message"), str) else "",
         "exit": error.get("exit") is True}}
 
@@ -219,7 +221,7 @@ def _exports_for_grader(exports: Any) -> dict[str, Any]:
     return out
 
 
-def _absorb(run: TestRun, result: CallResult) -> None:
+def absorb(run: TestRun, result: CallResult) -> None:
     """Resource use, kills and sandbox violations of the candidate's process."""
     run.wall_s += result.wall_s
     run.cpu_s += result.cpu_s
@@ -237,13 +239,13 @@ def _absorb(run: TestRun, result: CallResult) -> None:
 def stderr_events(stderr: bytes) -> dict[str, int]:
     """Audit kinds of the vocabulary the candidate's hook wrote to stderr (kept even if
     it was killed)."""
-    marker = candidate_side.AUDIT_MARKER.encode()
+    marker = wire.AUDIT_MARKER.encode()
     lines = {line[len(marker):].strip() for line in stderr.splitlines() if line.startswith(marker)}
-    return {kind: 1 for kind in candidate_side.AUDIT_KINDS if kind.encode() in lines}
+    return {kind: 1 for kind in wire.AUDIT_KINDS if kind.encode() in lines}
 
 
 def _classify_events(run: TestRun, events: dict[str, int], error_types: list[str]) -> None:
-    run.events = {kind: 1 for kind in events if kind in candidate_side.AUDIT_KINDS}
+    run.events = {kind: 1 for kind in events if kind in wire.AUDIT_KINDS}
     for name in run.events:
         run.flags.add(f"runtime:{name}")
         if name in VIOLATION_EVENTS:
@@ -275,7 +277,7 @@ def run_assert_test(sandbox: Sandbox, task: CodeTask, program: str, name: str, t
     """One check(candidate) test: candidate and grader in separate calls, relayed here."""
     run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
     session = sandbox.open(CANDIDATE_SERVE, {"code": program, "module_name": "solution"}, candidate_limits(task),
-                           pool=CANDIDATE_POOL, preload=candidate_side.PRELOAD)
+                           pool=CANDIDATE_POOL, preload=wire.CANDIDATE_PRELOAD)
     relay = _Relay(session)
     try:
         graded = _load_then_grade(sandbox, task, tests, relay, run)
@@ -284,7 +286,7 @@ def run_assert_test(sandbox: Sandbox, task: CodeTask, program: str, name: str, t
             session.abort()
         raise
     final = relay.finish()
-    _absorb(run, final)
+    absorb(run, final)
     _note_candidate_events(run, relay, final)
     if run.status != "timeout" and not run.killed_by:
         _judge_assert_test(run, relay, graded, final)
@@ -305,7 +307,7 @@ def _load_then_grade(sandbox: Sandbox, task: CodeTask, tests: str, relay: _Relay
     payload = {"tests": tests, "entry_point": task.entry_point, "prompt": task.prompt,
                "exports": _exports_for_grader(load.get("exports"))}
     return sandbox.call(GRADER_TARGET, payload, grader_limits(task), pool=GRADER_POOL,
-                        preload=grader_side.PRELOAD, on_message=relay.relay)
+                        preload=wire.GRADER_PRELOAD, on_message=relay.relay)
 
 
 def _note_candidate_events(run: TestRun, relay: _Relay, final: CallResult) -> None:
@@ -362,11 +364,14 @@ def _apply_grade(run: TestRun, outcome: dict[str, Any], candidate_clean: bool) -
     run.detail["calls"] = outcome.get("calls", 0)
 
 
-def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case: IOCase, hidden: bool) -> TestRun:
+def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case: IOCase, hidden: bool,
+                decide: Callable[[TestRun, bytes], None] | None = None) -> TestRun:
+    """One stdin/stdout case of a Python program; `decide` (a task's checker) replaces the
+    comparison when given."""
     run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
     result = sandbox.call(CANDIDATE_PROGRAM, {"code": program, "stdin": case.stdin}, candidate_limits(task),
-                          pool=CANDIDATE_POOL, preload=candidate_side.PRELOAD)
-    _absorb(run, result)
+                          pool=CANDIDATE_POOL, preload=wire.CANDIDATE_PRELOAD)
+    absorb(run, result)
     reported = result.value if result.returned and isinstance(result.value, dict) else {}
     error = reported.get("error") if isinstance(reported.get("error"), dict) else {}
     audit = reported.get("audit") if isinstance(reported.get("audit"), dict) else {}
@@ -380,6 +385,9 @@ def run_io_case(sandbox: Sandbox, task: CodeTask, program: str, name: str, case:
     clean_exit = reported.get("status") == "ok" or (not result.returned and result.exit_code == 0)
     if not clean_exit:
         run.detail = {"type": "ProcessEnded", "message": f"exit code {result.exit_code}, signal {result.signal}"}
+        return run
+    if decide is not None:
+        decide(run, result.stdout)
         return run
     got = result.stdout.decode("utf-8", errors="replace")
     if outputs_match(got, case.stdout, task.compare, task.float_tolerance):

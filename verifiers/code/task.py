@@ -21,13 +21,16 @@ class IOCase(BaseModel):
     name: str | None = Field(None, max_length=100)
 
 
-class ProgramSource(BaseModel):
-    """A trusted program of the task (an interactor): its language and source."""
+class Checker(BaseModel):
+    """A special checker (testlib conventions): run per case as
+    `checker input.txt output.txt answer.txt`; exit 0 accepted, 1 wrong answer,
+    2 presentation error, 3 checker failure (verdict `error`), 7 points (`points X` on
+    its stderr, X in [0, 1])."""
 
     model_config = ConfigDict(extra="forbid")
 
-    language: Literal["python", "c", "cpp", "java", "javascript", "go", "rust"]
-    source: str = Field(min_length=1, max_length=MAX_TEST_CHARS)
+    language: Literal["c", "cpp", "java", "javascript", "go", "rust", "python"] = "cpp"
+    source: str = Field(max_length=MAX_TEST_CHARS)
 
 
 def _defines_check(source: str, field: str) -> None:
@@ -48,9 +51,15 @@ class CodeTask(TaskBase):
     calling it, plus `entry_point`) and `io_cases` (stdin -> expected stdout) is given.
     """
 
-    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases", "interactor"})
+    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases", "checker", "interactor"})
+    # Added with the compiled languages: left out of the hash at their defaults.
+    hashed_when_set: ClassVar[frozenset[str]] = TaskBase.hashed_when_set | {"checker", "time_factor", "interactor"}
 
-    language: Literal["python"] = "python"
+    language: Literal["python", "c", "cpp", "java", "javascript", "go", "rust"] = Field(
+        "python", description="python: function tests or io_cases; the others: io_cases (docs/languages.md).")
+    checker: Checker | None = Field(None, description="A special checker for io_cases (testlib conventions).")
+    time_factor: float | None = Field(
+        None, gt=0.0, le=10.0, description="Multiplies time_limit_s for this language (default: the language's own).")
     entry_point: str | None = Field(None, max_length=100)
     tests: str | None = Field(None, max_length=MAX_TEST_CHARS)
     io_cases: list[IOCase] | None = Field(None, max_length=MAX_CASES)
@@ -68,10 +77,15 @@ class CodeTask(TaskBase):
     partial_credit: bool = False
     # Interactive problems (verifiers/code/interactive.py): each io case's stdin is the
     # interactor's input file and its stdout the interactor's answer file.
-    interactor: ProgramSource | None = None
+    interactor: Checker | None = Field(
+        None, description="An interactor for io_cases, in a sandbox of its own (testlib conventions).")
 
     @model_validator(mode="after")
     def _check_shape(self) -> CodeTask:
+        if self.language != "python" and self.tests is not None:
+            raise ValueError(f"language {self.language!r} takes `io_cases` (stdin -> stdout), not `tests`")
+        if self.checker is not None and self.io_cases is None:
+            raise ValueError("`checker` goes with `io_cases`")
         if (self.tests is None) == (self.io_cases is None):
             raise ValueError("give exactly one of `tests` (with `entry_point`) and `io_cases`")
         if self.tests is not None:
@@ -89,7 +103,9 @@ class CodeTask(TaskBase):
                 raise ValueError("`visible_tests` go with `tests`, not `io_cases`")
         if self.interactor is not None and self.io_cases is None:
             raise ValueError("`interactor` goes with `io_cases` (the interactor's input and answer files)")
-        if self.prompt is not None:
+        if self.interactor is not None and self.checker is not None:
+            raise ValueError("give at most one of `checker` and `interactor` (the interactor decides)")
+        if self.prompt is not None and self.language == "python":
             try:
                 ast.parse(self.prompt)
             except SyntaxError as exc:

@@ -7,6 +7,7 @@ trusted host, so no response that does not solve the task can get reward.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sandboxes.resident import close_resident_servers
@@ -23,13 +24,12 @@ from verifiers.base import (
     sha256_text,
     soft,
 )
-from verifiers.code import candidate as candidate_side
-from verifiers.code import certify
-from verifiers.code import grader as grader_side
+from verifiers.code import certify, native, wire
 from verifiers.code.detectors import DETECTOR_FLAGS, SCAN, code_flags, start_scan
 from verifiers.code.extract import MAX_CODE_CHARS, STATIC_FLAGS, extract_code, static_flags
 from verifiers.code.feedback import code_feedback
-from verifiers.code.interactive import interactor_program, python_program, run_interactive_case
+from verifiers.code.interactive import run_interactive
+from verifiers.code.languages import LANGUAGES
 from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, RUN_FLAGS, TestRun, run_assert_test, run_io_case
 from verifiers.code.task import CodeTask
 from verifiers.registry import register
@@ -47,11 +47,18 @@ def _invalid_format(reason: str) -> Outcome:
     )
 
 
-def _resources(task: CodeTask, runs: list[TestRun]) -> float:
+def _time_budget(task: CodeTask) -> float:
+    """CPU seconds per test: the task's limit, times the language's time factor."""
+    if task.language == "python":
+        return task.time_limit_s
+    return native.time_limits(task, LANGUAGES[task.language])[0]
+
+
+def _resources(task: CodeTask, runs: list[TestRun], time_budget: float) -> float:
     """Share of the per-test budget left at the worst test (time or memory)."""
     if not runs:
         return 0.0
-    worst_time = max(run.cpu_s for run in runs) / task.time_limit_s
+    worst_time = max(run.cpu_s for run in runs) / time_budget
     worst_memory = max(run.peak_memory_mb for run in runs) / task.memory_mb
     return 1.0 - max(worst_time, worst_memory)
 
@@ -70,16 +77,20 @@ def _verdict(runs: list[TestRun], violations: list[str]) -> Verdict:
 @register
 class CodeVerifier(Verifier):
     name = "code"
-    version = "1.0.0"
+    version = "1.1.0"
     description = (
-        "Python code judged by hidden tests: HumanEval-style check(candidate) or stdin/stdout "
-        "cases, with candidate and tests in separate sandboxed processes."
+        "Code judged by hidden tests: Python with HumanEval-style check(candidate) or stdin/stdout "
+        "cases (candidate and tests in separate sandboxed processes); C, C++, Java, JavaScript, Go "
+        "and Rust compiled once and run on stdin/stdout cases, with optional testlib checkers."
     )
     task_model = CodeTask
     feedback = staticmethod(code_feedback)  # type: ignore[assignment]
     # Every flag this verifier can raise: a fixed vocabulary, so that nothing a response
     # does or says becomes a flag name (or a metric label).
     flag_names = STATIC_FLAGS | RUN_FLAGS | DETECTOR_FLAGS | {"violation"}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "languages": native.languages_info()}
 
     def probes(self, task: TaskBase, reference: str | None) -> list[Probe]:
         return certify.probes(task)
@@ -88,18 +99,22 @@ class CodeVerifier(Verifier):
         return certify.time_budget_s(task)
 
     def warm(self, ctx: VerifyContext) -> None:
-        ctx.sandbox.warm(CANDIDATE_POOL, candidate_side.PRELOAD)
-        ctx.sandbox.warm(GRADER_POOL, grader_side.PRELOAD)
+        ctx.sandbox.warm(CANDIDATE_POOL, wire.CANDIDATE_PRELOAD)
+        ctx.sandbox.warm(GRADER_POOL, wire.GRADER_PRELOAD)
+        native.probe_versions_soon(ctx.sandbox)
 
     def close(self, ctx: VerifyContext) -> None:
         close_resident_servers(ctx.sandbox, SCAN.pool)
 
     def verify(self, task: CodeTask, response: str, ctx: VerifyContext) -> Outcome:  # type: ignore[override]
-        code = extract_code(response)
+        code = extract_code(response, task.language)
         if code is None:
-            return _invalid_format("no fenced Python code block (```python ... ```) in the response")
+            tag = "python" if task.language == "python" else task.language
+            return _invalid_format(f"no fenced {tag} code block (```{tag} ... ```) in the response")
         if len(code) > MAX_CODE_CHARS:
             return _invalid_format(f"code block longer than {MAX_CODE_CHARS} characters")
+        if task.language != "python":
+            return self._verify_compiled(task, code, ctx)
         program = f"{task.prompt}\n{code}" if task.prompt else code
         scan = start_scan(task, code, ctx)
         runs, planned = self._run_tests(task, program, ctx)
@@ -108,7 +123,27 @@ class CodeVerifier(Verifier):
         outcome.flags = [f for f in outcome.flags if f in self.flag_names]
         return outcome
 
-    def _run_tests(self, task: CodeTask, program: str, ctx: VerifyContext) -> tuple[list[TestRun], int]:
+    def _verify_compiled(self, task: CodeTask, code: str, ctx: VerifyContext) -> Outcome:
+        """C, C++, Java, JavaScript, Go, Rust: compile once (a failure is the format's),
+        then every case against the compiled program (verifiers/code/native.py)."""
+        compiled = native.compile_program(ctx.sandbox, task.language, code)
+        if compiled.error:
+            outcome = _invalid_format(compiled.error)
+            outcome.evidence["compiler_message"] = compiled.message
+            outcome.usage = {"compile_cpu_s": round(compiled.cpu_s, 4)}
+            return outcome
+        checker = native.compile_checker(ctx.sandbox, task.checker) if task.checker is not None else None
+        runs, planned = self._run_tests(task, code, ctx, compiled, checker)
+        outcome = self._outcome(task, code, runs, planned)
+        assert outcome.usage is not None
+        outcome.usage["compile_cpu_s"] = round(compiled.cpu_s, 4)
+        outcome.flags = [f for f in outcome.flags if f in self.flag_names]
+        return outcome
+
+    def _run_tests(self, task: CodeTask, program: str, ctx: VerifyContext, compiled: native.Compiled | None = None,
+                   checker: native.Compiled | None = None) -> tuple[list[TestRun], int]:
+        if compiled is None and task.checker is not None:
+            checker = native.compile_checker(ctx.sandbox, task.checker)
         plan: list[tuple[str, bool, Any]] = []
         if task.tests is not None:
             if task.visible_tests is not None:
@@ -125,10 +160,13 @@ class CodeVerifier(Verifier):
             if task.tests is not None:
                 run = run_assert_test(ctx.sandbox, task, program, name, spec, hidden)
             elif task.interactor is not None:
-                run = run_interactive_case(ctx.sandbox, task, python_program(program), interactor_program(task),
-                                           name, spec, hidden)
+                run = run_interactive(ctx.sandbox, task, program, compiled, name, spec, hidden)
+            elif compiled is not None:
+                run = native.run_case(ctx.sandbox, task, compiled, checker, name, spec, hidden)
             else:
-                run = run_io_case(ctx.sandbox, task, program, name, spec, hidden)
+                decide = None if checker is None else functools.partial(
+                    native.judge_output, ctx.sandbox, task, checker, spec)
+                run = run_io_case(ctx.sandbox, task, program, name, spec, hidden, decide)
             runs.append(run)
             # Without partial credit one failure decides; a violation always ends the run.
             if run.violations or (run.status != "pass" and not task.partial_credit):
@@ -140,19 +178,21 @@ class CodeVerifier(Verifier):
         violations = sorted({v for run in runs for v in run.violations})
         passed = sum(run.status == "pass" for run in runs)
         hidden_passed = sum(run.status == "pass" for run in runs if run.hidden)
+        # A checker's points count for what they are (testlib's `points`, in [0, 1]).
+        hidden_score = sum(1.0 if run.status == "pass" else run.score or 0.0 for run in runs if run.hidden)
         all_passed = passed == planned
         if task.partial_credit:
             # Soft, so that it scales the reward; format and compliance still gate it.
-            correctness: Component = soft("correctness", hidden_passed / hidden_total)
+            correctness: Component = soft("correctness", hidden_score / hidden_total)
         else:
             correctness = hard("correctness", all_passed)
         components = [
             hard("format", True),
             correctness,
             hard("compliance", not violations),
-            soft("resources", _resources(task, runs)),
+            soft("resources", _resources(task, runs, _time_budget(task))),
         ]
-        flags = static_flags(code)
+        flags = static_flags(code) if task.language == "python" else []
         for run in runs:
             flags += sorted(run.flags)
         if violations:
@@ -181,6 +221,8 @@ class CodeVerifier(Verifier):
             "killed_by": sorted({run.killed_by for run in runs if run.killed_by}),
             "limits": {"time_limit_s": task.time_limit_s, "memory_mb": task.memory_mb,
                        "output_bytes": task.output_bytes},
+            **({"language": task.language, "cpu_limit_s": round(_time_budget(task), 4)}
+               if task.language != "python" else {}),
         }
         return Outcome(
             verdict=_verdict(runs, violations),

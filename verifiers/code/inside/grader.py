@@ -24,10 +24,9 @@ import builtins
 import importlib
 from typing import Any
 
-from verifiers.code import values
-from verifiers.code.candidate import COMMON_MODULES
+from verifiers.code.inside import values
+from verifiers.code.wire import COMMON_MODULES
 
-PRELOAD = ("verifiers.code.grader", *COMMON_MODULES)
 TESTS_FILENAME = "<tests>"
 PROMPT_FILENAME = "<prompt>"
 MESSAGE_CHARS = 300

@@ -25,41 +25,19 @@ import sys
 import traceback
 from typing import Any
 
-from verifiers.code import values
-
-# Modules the candidate pool pre-imports so that honest solutions pay no import time
-# for the usual standard library (the zygote imports them once; every job is a fork).
-COMMON_MODULES = (
-    "math",
-    "re",
-    "string",
-    "collections",
-    "itertools",
-    "functools",
-    "heapq",
-    "bisect",
-    "random",
-    "copy",
-    "fractions",
-    "decimal",
-    "statistics",
-    "typing",
-    "operator",
-    "hashlib",
-    "datetime",
+from verifiers.code.inside import values
+from verifiers.code.wire import (  # noqa: F401  (re-exported names the candidate side uses)
+    AUDIT_KINDS,
+    AUDIT_MARKER,
+    COMMON_MODULES,
+    MAX_EXCEPTION_BASES,
+    MAX_EXPORTS,
 )
-PRELOAD = ("verifiers.code.candidate", *COMMON_MODULES)
-MAX_EXPORTS = 256
-AUDIT_MARKER = "[assay-audit] "
+
 MESSAGE_CHARS = 300
 # Bounds on what the audit report carries back.
 MAX_AUDIT_PATHS = 8
 AUDIT_PATH_CHARS = 120
-MAX_EXCEPTION_BASES = 8
-
-# The kinds `_note` records: the only audit kinds the host reads (anything else a
-# candidate writes into its own report is ignored).
-AUDIT_KINDS = frozenset({"network", "spawn", "kill", "introspection", "file_write", "tamper_file"})
 
 _NETWORK = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"}
 _SPAWN = {"os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "subprocess.Popen"}

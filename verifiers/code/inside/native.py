@@ -1,0 +1,246 @@
+"""Compiles and runs programs of the compiled and scripted languages inside the sandbox.
+
+Two entry points, each a call of its own job (a fork of a warm worker, in its own scratch
+directory, under the job's limits):
+
+- `compile_source`: writes the source, runs the compiler the host named, and returns the
+  compiler's message and the files it produced (the artifacts), which the host keeps
+  and sends to every run. The candidate's source is the only input: no test, answer or
+  checker ever enters a compile job.
+- `run_program`: writes the artifacts (and, for a checker, the case's files), runs the
+  program with the case's stdin, and reports how it ended and what the whole process tree
+  used. Its stdout and stderr go straight to the job's captured descriptors: the host
+  compares them, never this process.
+
+This process is the subreaper (in a namespace it is PID 1) of everything the program
+starts: it reaps every descendant, so the CPU time and peak memory it reports are those
+of the whole tree, and when the program ends it kills whatever the program left behind.
+The host treats every number here as advisory where it matters: the sandbox's own
+limits (CPU, wall, output, processes) stay in force around this process.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import glob
+import math
+import os
+import resource
+import select
+import signal
+import time
+from typing import Any
+
+PR_SET_CHILD_SUBREAPER = 36
+MESSAGE_BYTES = 64 * 1024
+# Artifacts cross the channel base64-encoded inside a frame of at most 16 MiB.
+MAX_ARTIFACT_BYTES = 10 * 1024 * 1024
+POLL_S = 0.005
+COMPILE_LOG = ".assay-compile.log"
+# After the program's end: how long to reap what was killed with it.
+REAP_GRACE_S = 1.0
+# The program's stack: as deep as its memory allows (judges set it so), within reason.
+MAX_STACK_MB = 1024
+
+
+def _subreaper() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _write(files: dict[str, str], binary: bool) -> None:
+    for name, data in files.items():
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError("a file name with a path")
+        with open(name, "wb") as f:
+            f.write(base64.b64decode(data) if binary else data.encode())
+
+
+def _limits_in_child(cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None) -> None:
+    """In the forked child, before exec: tighten (never loosen) the job's limits."""
+    if cpu_s is not None:
+        seconds = max(1, math.ceil(cpu_s) + 1)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+    if address_space_mb is not None:
+        size = address_space_mb * 1024 * 1024
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+    if stack_mb is not None:
+        _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        size = stack_mb * 1024 * 1024
+        if hard != resource.RLIM_INFINITY:
+            size = min(size, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_STACK, (size, hard))
+
+
+def _spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
+           cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None) -> int:
+    full_env = {**os.environ, **env}
+    pid = os.fork()
+    if pid == 0:  # the child: only fds 0-2, its limits, then the program
+        try:
+            os.dup2(stdin_fd, 0)
+            os.dup2(out_fd, 1)
+            os.dup2(err_fd, 2)
+            os.closerange(3, 1024)
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            _limits_in_child(cpu_s, address_space_mb, stack_mb)
+            os.execve(argv[0], argv, full_env)
+        finally:
+            os._exit(127)
+    return pid
+
+
+def _wait_main(pid: int, deadline: float) -> tuple[int | None, Any, float, float]:
+    """Wait for the main process until the deadline, reaping any other descendant that
+    ends on the way. Returns (status, rusage) of the main process ((None, None) at the
+    deadline) and the CPU seconds and peak RSS (MB) of the others reaped."""
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        pidfd = None
+    cpu, peak = 0.0, 0.0
+    try:
+        while True:
+            try:
+                got, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:  # cannot happen while the main process is ours
+                return None, None, cpu, peak
+            if got == pid:
+                return status, usage, cpu, peak
+            if got:
+                cpu += usage.ru_utime + usage.ru_stime
+                peak = max(peak, usage.ru_maxrss / 1024)
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, None, cpu, peak
+            if pidfd is not None:
+                select.select([pidfd], [], [], min(left, 0.05))
+            else:
+                time.sleep(min(left, POLL_S))
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _reap_all(group: int) -> tuple[float, float]:
+    """Kill what the program left and reap it: (CPU seconds, peak RSS in MB) of the rest.
+
+    As PID 1 of a namespace (the process backend) everything but us is the program's, so
+    all of it is killed and counted. Elsewhere (a container's job uid) its process group is
+    killed here and anything that left the group is killed by the sandbox at the job's end:
+    what such a process used before is counted when it ended while the program ran."""
+    with contextlib.suppress(OSError):
+        os.kill(-1 if os.getpid() == 1 else -group, signal.SIGKILL)
+    cpu, peak = 0.0, 0.0
+    give_up = time.monotonic() + REAP_GRACE_S
+    while True:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return cpu, peak
+        except InterruptedError:
+            continue
+        if pid == 0:
+            if time.monotonic() >= give_up:
+                return cpu, peak
+            time.sleep(POLL_S)
+            continue
+        cpu += usage.ru_utime + usage.ru_stime
+        peak = max(peak, usage.ru_maxrss / 1024)
+
+
+def _describe(status: int | None, usage: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"exit_code": None, "signal": None, "cpu_s": 0.0, "peak_memory_mb": 0.0}
+    if status is not None:
+        if os.WIFEXITED(status):
+            out["exit_code"] = os.WEXITSTATUS(status)
+        elif os.WIFSIGNALED(status):
+            out["signal"] = os.WTERMSIG(status)
+    if usage is not None:
+        out["cpu_s"] = usage.ru_utime + usage.ru_stime
+        out["peak_memory_mb"] = usage.ru_maxrss / 1024
+    return out
+
+
+def _run(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int, wall_s: float,
+         cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None) -> dict[str, Any]:
+    _subreaper()
+    started = time.monotonic()
+    pid = _spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb)
+    status, usage, early_cpu, early_peak = _wait_main(pid, started + wall_s)
+    wall = time.monotonic() - started
+    result = _describe(status, usage)
+    rest_cpu, rest_peak = _reap_all(pid)
+    rest_cpu, rest_peak = rest_cpu + early_cpu, max(rest_peak, early_peak)
+    if status is None:
+        result["killed_by"] = "timeout"
+    result["cpu_s"] += rest_cpu
+    result["peak_memory_mb"] = max(result["peak_memory_mb"], rest_peak)
+    result["wall_s"] = wall
+    return result
+
+
+def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
+    """Compile: payload {"files": {name: text}, "argv": [...], "env": {...},
+    "artifacts": [glob, ...], "wall_s": float}. The compiler's messages go to a file
+    (bounded by the job's file-size limit), of which the first MESSAGE_BYTES come back."""
+    _write(payload["files"], binary=False)
+    argv = list(payload["argv"])
+    if payload.get("testlib"):  # the vendored testlib.h, next to this file
+        argv.insert(1, "-I" + os.path.join(os.path.dirname(os.path.abspath(__file__)), "testlib"))
+    stdin_fd = os.open(os.devnull, os.O_RDONLY)
+    log_fd = os.open(COMPILE_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    result = _run(argv, dict(payload.get("env") or {}), stdin_fd, log_fd, log_fd,
+                  float(payload["wall_s"]), None, None, None)
+    os.close(log_fd)
+    with open(COMPILE_LOG, "rb") as f:
+        message = f.read(MESSAGE_BYTES)
+    artifacts: list[tuple[str, bytes]] = []
+    total = 0
+    if result.get("exit_code") == 0 and not result.get("killed_by"):
+        for pattern in payload.get("artifacts") or []:
+            for name in sorted(glob.glob(pattern)):
+                with open(name, "rb") as f:
+                    data = f.read(MAX_ARTIFACT_BYTES + 1)
+                total += len(data)
+                if total > MAX_ARTIFACT_BYTES:
+                    result["too_large"] = True
+                    break
+                artifacts.append((name, data))
+    if result.get("too_large"):
+        artifacts = []
+    # The artifacts go out on stdout (captured in full by the sandbox, drained even after
+    # this process exits), the small report as the call's value.
+    for _, data in artifacts:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view):]
+    result["message"] = message.decode("utf-8", errors="replace")
+    result["artifacts"] = [[name, len(data)] for name, data in artifacts]
+    return result
+
+
+def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
+    """Run: payload {"files": {name: base64}, "executables": [name], "argv": [...],
+    "env": {...}, "stdin": text, "wall_s", "cpu_s", "address_space_mb" (or null),
+    "stack_mb" (or null)}. The program's stdout/stderr are the job's own."""
+    _write(payload.get("files") or {}, binary=True)
+    for name in payload.get("executables") or []:
+        os.chmod(name, 0o755)
+    data = (payload.get("stdin") or "").encode()
+    # A memfd serves any size of input without a writer that could block.
+    stdin_fd = os.memfd_create("stdin")
+    os.write(stdin_fd, data)
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    return _run(list(payload["argv"]), dict(payload.get("env") or {}), stdin_fd, 1, 2,
+                float(payload["wall_s"]), payload.get("cpu_s"), payload.get("address_space_mb"),
+                payload.get("stack_mb"))

@@ -1,0 +1,108 @@
+"""The code verifier's languages other than Python: how each compiles and runs.
+
+A judge's FAQ in code form (docs/languages.md says the same in words). Every command
+runs inside the sandbox with absolute paths of Debian's packages; the host only builds
+the argument lists. The toolchains come from Debian bookworm (scripts/install.sh on the
+process backend, the runtime image on docker).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Memory a runtime reserves as address space without using it (JVM heap and class space,
+# V8's code range, Go's arenas): their RLIMIT_AS is the task's memory plus this, and the
+# memory limit is judged on the peak resident set of the whole process tree instead.
+VIRTUAL_ALLOWANCE_MB = 3072
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str
+    source: str  # the file the response's code is written to
+    compile: tuple[str, ...] | None  # None: nothing to compile (the source is the artifact)
+    artifacts: tuple[str, ...]  # glob patterns of what the compile leaves for the runs
+    run: tuple[str, ...]  # `{memory_mb}` and `{main}` are filled in per task
+    version: tuple[str, ...]  # a command that prints the toolchain's version
+    time_factor: float = 1.0  # the task's time limit is multiplied by this
+    executables: tuple[str, ...] = ()
+    # True: RLIMIT_AS = the task's memory (C, C++, Rust); False: memory + VIRTUAL_ALLOWANCE_MB.
+    address_space_limit: bool = True
+    run_env: dict[str, str] = field(default_factory=dict)
+    compile_env: dict[str, str] = field(default_factory=dict)
+    # Threads count as processes for RLIMIT_NPROC: runtimes with helper threads need more.
+    processes: int = 16
+    # Words in stderr by which the runtime says it ran out of memory.
+    out_of_memory: tuple[bytes, ...] = ()
+
+
+# Real paths, not /usr/bin's alternatives: where a job has no /proc (the process backend),
+# a launcher cannot find its own directory through /proc/self/exe.
+JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+JAVA_ENV = {"LD_LIBRARY_PATH": f"{JAVA_HOME}/lib"}
+GO_TOOLS = "/usr/lib/go/pkg/tool/linux_amd64"
+GCC_FLAGS = ("-O2", "-pipe", "-fdiagnostics-color=never", "-fno-diagnostics-show-caret")
+
+LANGUAGES: dict[str, Language] = {
+    "c": Language(
+        "c", "main.c", ("/usr/bin/gcc", "-std=gnu17", *GCC_FLAGS, "-o", "main", "main.c", "-lm"), ("main",),
+        ("./main",), ("/usr/bin/gcc", "-dumpfullversion"), executables=("main",),
+        out_of_memory=(b"Cannot allocate memory",)),
+    "cpp": Language(
+        "cpp", "main.cpp", ("/usr/bin/g++", "-std=gnu++17", *GCC_FLAGS, "-o", "main", "main.cpp"), ("main",),
+        ("./main",), ("/usr/bin/g++", "-dumpfullversion"), executables=("main",),
+        out_of_memory=(b"std::bad_alloc",)),
+    "rust": Language(
+        "rust", "main.rs", ("/usr/bin/rustc", "--edition", "2021", "-O", "-C", "strip=symbols",
+                            "-C", "codegen-units=4", "-o", "main", "main.rs"), ("main",),
+        ("./main",), ("/usr/bin/rustc", "--version"), executables=("main",), processes=64,
+        out_of_memory=(b"memory allocation of",)),
+    "go": Language(
+        "go", "main.go",
+        ("/bin/sh", "-c",
+         f"{GO_TOOLS}/compile -p main -complete -o main.o main.go && {GO_TOOLS}/link -s -w -o main main.o"),
+        ("main",), ("./main",), ("/usr/lib/go/bin/go", "version"), time_factor=1.5, executables=("main",),
+        compile_env={"GOROOT": "/usr/lib/go"},
+        address_space_limit=False, processes=64, run_env={"GOMEMLIMIT": "{memory_mb}MiB"},
+        out_of_memory=(b"runtime: out of memory",)),
+    "java": Language(
+        "java", "{main}.java",
+        (f"{JAVA_HOME}/bin/javac", "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-Xshare:auto", "-encoding",
+         "UTF-8", "-nowarn", "{main}.java"), ("*.class",),
+        (f"{JAVA_HOME}/bin/java", "-XX:+UseSerialGC", "-Xss64m", "-Xmx{memory_mb}m", "-Xshare:auto", "-cp", ".",
+         "{main}"),
+        (f"{JAVA_HOME}/bin/javac", "-version"), time_factor=2.0, address_space_limit=False, processes=64,
+        compile_env=JAVA_ENV, run_env=JAVA_ENV,
+        out_of_memory=(b"java.lang.OutOfMemoryError",)),
+    "javascript": Language(
+        "javascript", "main.js", ("/usr/bin/node", "--check", "main.js"), ("main.js",),
+        ("/usr/bin/node", "--max-old-space-size={memory_mb}", "main.js"), ("/usr/bin/node", "--version"),
+        time_factor=2.0, address_space_limit=False, processes=64,
+        out_of_memory=(b"JavaScript heap out of memory",)),
+    # Checkers may be Python programs too (a candidate's Python goes the `tests` way).
+    "python": Language(
+        "python", "main.py", ("/usr/bin/python3", "-I", "-m", "py_compile", "main.py"), ("main.py",),
+        ("/usr/bin/python3", "-I", "-S", "main.py"), ("/usr/bin/python3", "--version"), time_factor=1.0,
+        out_of_memory=(b"MemoryError",)),
+}
+# What a candidate may write in an io task (Python keeps its own, richer path).
+COMPILED = ("c", "cpp", "java", "javascript", "go", "rust")
+
+_JAVA_PUBLIC_CLASS = re.compile(r"\bpublic\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][A-Za-z0-9_$]{0,99})\b")
+
+
+def main_name(language: Language, source: str) -> str:
+    """Java: the public class's name (its file must be named after it), else Main."""
+    if language.name != "java":
+        return "main"
+    found = _JAVA_PUBLIC_CLASS.search(source)
+    return found.group(1) if found else "Main"
+
+
+def fill(parts: tuple[str, ...], **values: object) -> list[str]:
+    return [part.format(**values) if "{" in part else part for part in parts]
+
+
+def fill_env(env: dict[str, str], **values: object) -> dict[str, str]:
+    return {key: value.format(**values) for key, value in env.items()}

@@ -1,0 +1,404 @@
+"""Compiled and scripted languages: compile once, run every case, judge on the host.
+
+The response's source is compiled in a job of its own (pool `code-compile`, its own
+limits, no network, nothing of the task inside); the artifacts come back here, are kept
+in a bounded cache keyed by the source (identical sources in a group, or across groups,
+compile once), and are sent to a fresh job per case (pool `code-native`) under the task's
+limits times the language's time factor. The expected output never enters that job: the
+host compares, or the task's checker does in a job of its own (pool `code-checker`),
+holding the case's input, the candidate's output and the answer, with the candidate gone.
+
+Sandboxed code: verifiers/code/inside/native.py. Languages: verifiers/code/languages.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import signal
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandboxes.base import CallResult, Limits, Sandbox, SandboxError
+from verifiers.base import TaskInvalid, clip
+from verifiers.code import wire
+from verifiers.code.compare import first_difference, outputs_match
+from verifiers.code.languages import COMPILED, LANGUAGES, VIRTUAL_ALLOWANCE_MB, Language, fill, fill_env, main_name
+from verifiers.code.runner import TestRun, absorb
+from verifiers.code.task import Checker, CodeTask, IOCase
+
+COMPILE_POOL = "code-compile"
+RUN_POOL = "code-native"
+CHECKER_POOL = "code-checker"
+# A compile's own limits (not the task's): a judge's usual compile budget.
+COMPILE_WALL_S = 60.0
+COMPILE_CPU_S = 30.0
+COMPILE_MEMORY_MB = 2048
+COMPILE_PROCESSES = 64
+# The artifacts come back on the compile job's stdout.
+COMPILE_OUTPUT_BYTES = 11 * 1024 * 1024
+COMPILE_FILE_MB = 64
+COMPILE_SCRATCH_MB = 256
+# What of a compiler's message a policy may be shown (it is about its own code only).
+MESSAGE_CHARS = 4000
+# Room for the sandboxed runner around the program it runs.
+RUNNER_MEMORY_MB = 256
+RUNNER_MARGIN_S = 2.0
+MAX_STACK_MB = 1024
+# A checker's limits (the task's trusted code, run once per case).
+CHECKER_TIME_S = 10.0
+CHECKER_MEMORY_MB = 1024
+CHECKER_OUTPUT_BYTES = 64 * 1024
+CHECKER_MESSAGE_CHARS = 300
+# Compiled programs kept for identical sources, in bytes of artifacts.
+CACHE_BYTES = 256 * 1024 * 1024
+_POINTS = re.compile(rb"^\s*points\s+([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", re.MULTILINE)
+# The kinds the runs report, for flags.
+NATIVE_FLAGS = frozenset({"runtime:process_limit"})
+
+
+@dataclass
+class Compiled:
+    """A compile's outcome: artifacts to run, or the reason it failed (policy-safe)."""
+
+    language: str
+    main: str
+    artifacts: dict[str, str] = field(default_factory=dict)  # name -> base64
+    error: str | None = None
+    message: str = ""
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+    def size(self) -> int:
+        return sum(len(v) for v in self.artifacts.values()) + len(self.message)
+
+
+class _CompileCache:
+    """Compiled programs by (language, source): one compile per distinct source, even
+    when a group's identical responses arrive at once (the others wait for the first)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[str, Compiled] = OrderedDict()
+        self.bytes = 0
+        self.lock = threading.Lock()
+        self.building: dict[str, threading.Lock] = {}
+        self.compiles = 0  # compiles actually run (for tests and benchmarks)
+
+    def get(self, key: str, build: Any) -> Compiled:
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+                return found
+            gate = self.building.setdefault(key, threading.Lock())
+        with gate:
+            with self.lock:
+                found = self.entries.get(key)
+                if found is not None:
+                    return found
+            compiled = build()
+            with self.lock:
+                self.compiles += 1
+                self.building.pop(key, None)
+                self.entries[key] = compiled
+                self.bytes += compiled.size()
+                while self.bytes > self.max_bytes and len(self.entries) > 1:
+                    _, old = self.entries.popitem(last=False)
+                    self.bytes -= old.size()
+            return compiled
+
+
+CACHE = _CompileCache(CACHE_BYTES)
+
+
+def _language(name: str) -> Language:
+    return LANGUAGES[name]
+
+
+def compile_limits(language: Language) -> Limits:
+    memory = COMPILE_MEMORY_MB if language.address_space_limit else COMPILE_MEMORY_MB + VIRTUAL_ALLOWANCE_MB
+    return Limits(wall_s=COMPILE_WALL_S + RUNNER_MARGIN_S, cpu_s=COMPILE_CPU_S, memory_mb=memory,
+                  processes=COMPILE_PROCESSES, output_bytes=COMPILE_OUTPUT_BYTES, file_size_mb=COMPILE_FILE_MB,
+                  open_files=256, scratch_mb=COMPILE_SCRATCH_MB)
+
+
+def compile_program(sandbox: Sandbox, language_name: str, source: str, testlib: bool = False) -> Compiled:
+    """Compile `source` once (cached); raise SandboxError when the toolchain itself failed.
+    `testlib`: a C/C++ checker, compiled with the vendored testlib.h on its include path
+    (verifiers/code/inside/testlib/), so that a testlib checker compiles unchanged."""
+    language = _language(language_name)
+    main = main_name(language, source)
+    argv = fill(language.compile, main=main) if language.compile else None
+    testlib = testlib and language.name in ("c", "cpp")
+    key = hashlib.sha256(json.dumps([language.name, main, argv, testlib, source]).encode()).hexdigest()
+    return CACHE.get(key, lambda: _compile(sandbox, language, main, argv, source, testlib))
+
+
+def _compile(sandbox: Sandbox, language: Language, main: str, argv: list[str] | None, source: str,
+             testlib: bool) -> Compiled:
+    filename = language.source.format(main=main)
+    if argv is None:
+        return Compiled(language.name, main, {filename: base64.b64encode(source.encode()).decode()})
+    payload = {"files": {filename: source}, "argv": argv, "env": fill_env(language.compile_env),
+               "artifacts": list(fill(language.artifacts, main=main)), "wall_s": COMPILE_WALL_S,
+               "testlib": testlib}
+    result = sandbox.call(wire.NATIVE_COMPILE, payload, compile_limits(language), pool=COMPILE_POOL,
+                          preload=wire.NATIVE_PRELOAD)
+    value = result.value if result.returned and isinstance(result.value, dict) else None
+    compiled = Compiled(language.name, main, cpu_s=result.cpu_s, wall_s=result.wall_s)
+    if value is None:
+        # The compile job ended without a report: its limits, or the compiler's doing.
+        compiled.error = _compile_limit_reason(result.killed_by) or "the compiler ended abnormally"
+        return compiled
+    compiled.message = _clean_message(str(value.get("message", "")))
+    if value.get("killed_by"):
+        compiled.error = _compile_limit_reason("timeout")
+    elif value.get("exit_code") == 127 and not compiled.message:
+        # execve failed: the toolchain is missing here, which is never the response's fault.
+        raise SandboxError(f"the {language.name} toolchain is not installed in the sandbox", cause="toolchain_missing")
+    elif "no /proc/self/exe available" in compiled.message:
+        # rustc 1.63 finds its sysroot through /proc/self/exe, which a job of the process
+        # backend has not (an empty /proc): this backend cannot compile Rust (use docker).
+        raise SandboxError(f"the {language.name} toolchain cannot run in this sandbox backend (no /proc)",
+                           cause="toolchain_unavailable")
+    elif value.get("too_large"):
+        compiled.error = "the compiled program is larger than 10 MiB"
+    elif value.get("exit_code") != 0:
+        if value.get("signal") == signal.SIGXFSZ:
+            compiled.error = "compilation wrote more than its file size limit"
+        elif value.get("signal") in (signal.SIGXCPU, signal.SIGKILL):
+            compiled.error = _compile_limit_reason("cpu")
+        else:
+            compiled.error = "compilation failed"
+    elif not value.get("artifacts"):
+        compiled.error = "compilation produced no program"
+    else:
+        compiled.artifacts = _split_artifacts(value["artifacts"], result.stdout)
+    return compiled
+
+
+def _split_artifacts(listing: Any, stdout: bytes) -> dict[str, str]:
+    """The compiled files, concatenated on the compile job's stdout in the listed order."""
+    out: dict[str, str] = {}
+    offset = 0
+    for name, size in listing:
+        out[str(name)] = base64.b64encode(stdout[offset:offset + int(size)]).decode()
+        offset += int(size)
+    if offset != len(stdout):
+        raise SandboxError("a compile job's artifacts did not arrive whole", cause="compile_transfer_failed")
+    return out
+
+
+def _compile_limit_reason(killed_by: str | None) -> str | None:
+    return {"timeout": f"compilation exceeded its time limit ({COMPILE_WALL_S:g} s)",
+            "cpu": f"compilation exceeded its CPU limit ({COMPILE_CPU_S:g} s)",
+            "memory": f"compilation exceeded its memory limit ({COMPILE_MEMORY_MB} MB)",
+            "output": "compilation wrote too much output"}.get(killed_by or "")
+
+
+def _clean_message(message: str) -> str:
+    # The compiler only ever saw the response's own file: its message is about that code.
+    return clip(message, MESSAGE_CHARS) if message else ""
+
+
+def time_limits(task: CodeTask, language: Language) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one case: the task's limit times the time factor;
+    the wall clock allows twice that plus a second (a loaded machine is not the program's fault)."""
+    factor = task.time_factor if task.time_factor is not None else language.time_factor
+    cpu = task.time_limit_s * factor
+    return cpu, 2 * cpu + 1.0
+
+
+def run_limits(task: CodeTask, language: Language, cpu: float, wall: float) -> Limits:
+    virtual = 0 if language.address_space_limit else VIRTUAL_ALLOWANCE_MB
+    return Limits(wall_s=wall + RUNNER_MARGIN_S, cpu_s=cpu + RUNNER_MARGIN_S,
+                  memory_mb=task.memory_mb + virtual + RUNNER_MEMORY_MB, processes=language.processes,
+                  output_bytes=task.output_bytes, file_size_mb=16, open_files=64, scratch_mb=64)
+
+
+def _run_payload(language: Language, compiled: Compiled, memory_mb: int, stdin: str, cpu: float | None,
+                 wall: float, extra_files: dict[str, str] | None = None,
+                 extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    values = {"memory_mb": memory_mb, "main": compiled.main}
+    return {
+        "files": {**compiled.artifacts, **(extra_files or {})},
+        "executables": list(language.executables),
+        "argv": [*fill(language.run, **values), *extra_args],
+        "env": fill_env(language.run_env, **values),
+        "stdin": stdin,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "address_space_mb": memory_mb if language.address_space_limit else None,
+        "stack_mb": min(memory_mb, MAX_STACK_MB),
+    }
+
+
+def run_case(sandbox: Sandbox, task: CodeTask, compiled: Compiled, checker: Compiled | None, name: str,
+             case: IOCase, hidden: bool) -> TestRun:
+    """One stdin/stdout case of a compiled program."""
+    language = _language(compiled.language)
+    cpu, wall = time_limits(task, language)
+    run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
+    payload = _run_payload(language, compiled, task.memory_mb, case.stdin, cpu, wall)
+    result = sandbox.call(wire.NATIVE_RUN, payload, run_limits(task, language, cpu, wall), pool=RUN_POOL,
+                          preload=wire.NATIVE_PRELOAD)
+    report = result.value if result.returned and isinstance(result.value, dict) else None
+    if report is not None:
+        _merge_report(result, report, cpu, task.memory_mb, language)
+    absorb(run, result)
+    if run.status == "timeout" or run.killed_by:
+        return run
+    if report is None:
+        run.detail = {"type": "ProcessEnded", "message": "the program's runner ended abnormally"}
+        return run
+    if report.get("exit_code") != 0:
+        if report.get("signal") is not None:
+            run.detail = {"type": "RuntimeError", "message": f"killed by signal {report['signal']}"}
+        else:
+            run.detail = {"type": "RuntimeError", "message": f"exit code {report.get('exit_code')}"}
+        return run
+    judge_output(sandbox, task, checker, case, run, result.stdout)
+    return run
+
+
+def _merge_report(result: CallResult, report: dict[str, Any], cpu: float, memory_mb: int,
+                  language: Language) -> None:
+    """The runner's account of the program's tree is what the limits are judged on."""
+    tree_cpu = float(report.get("cpu_s") or 0.0)
+    peak = float(report.get("peak_memory_mb") or 0.0)
+    result.cpu_s, result.wall_s = tree_cpu, float(report.get("wall_s") or result.wall_s)
+    result.peak_memory_mb = peak
+    sig = report.get("signal")
+    if result.killed_by is not None:
+        return
+    if report.get("killed_by") == "timeout":
+        result.killed_by = "timeout"
+    elif sig == signal.SIGXCPU or tree_cpu > cpu or (sig == signal.SIGKILL and tree_cpu >= 0.95 * cpu):
+        result.killed_by = "cpu"
+    elif peak > memory_mb or (report.get("exit_code") != 0 and any(
+            word in result.stderr[-4096:] for word in language.out_of_memory)):
+        result.killed_by = "memory"
+
+
+def judge_output(sandbox: Sandbox, task: CodeTask, checker: Compiled | None, case: IOCase, run: TestRun,
+                 stdout: bytes) -> None:
+    """Decide a case whose program ended cleanly: the task's checker, or the comparison."""
+    got = stdout.decode("utf-8", errors="replace")
+    if checker is not None:
+        _check(sandbox, checker, run, case, stdout)
+        return
+    if outputs_match(got, case.stdout, task.compare, task.float_tolerance):
+        run.status = "pass"
+        return
+    run.status = "fail"
+    run.detail = {"type": "WrongAnswer", "first_different_line": first_difference(got, case.stdout)}
+    if not run.hidden:  # a visible case may be shown, expected output included
+        run.detail.update(expected=case.stdout[:300], got=got[:300])
+
+
+def compile_checker(sandbox: Sandbox, checker: Checker) -> Compiled:
+    """The task's checker, compiled once (cached); a checker that does not compile is the
+    task's fault (422), never a response's."""
+    compiled = compile_program(sandbox, checker.language, checker.source, testlib=True)
+    if compiled.error:
+        raise TaskInvalid(f"checker: it does not compile ({compiled.error}): {compiled.message[:500]}")
+    return compiled
+
+
+def _check(sandbox: Sandbox, checker: Compiled, run: TestRun, case: IOCase, stdout: bytes) -> None:
+    language = _language(checker.language)
+    files = {"input.txt": base64.b64encode(case.stdin.encode()).decode(),
+             "output.txt": base64.b64encode(stdout).decode(),
+             "answer.txt": base64.b64encode(case.stdout.encode()).decode()}
+    payload = _run_payload(language, checker, CHECKER_MEMORY_MB, "", CHECKER_TIME_S, CHECKER_TIME_S * 2,
+                           files, ("input.txt", "output.txt", "answer.txt"))
+    virtual = 0 if language.address_space_limit else VIRTUAL_ALLOWANCE_MB
+    limits = Limits(wall_s=CHECKER_TIME_S * 2 + RUNNER_MARGIN_S, cpu_s=CHECKER_TIME_S + RUNNER_MARGIN_S,
+                    memory_mb=CHECKER_MEMORY_MB + virtual + RUNNER_MEMORY_MB, processes=language.processes,
+                    output_bytes=CHECKER_OUTPUT_BYTES, file_size_mb=16, open_files=64,
+                    scratch_mb=64 + 3 * (len(stdout) + len(case.stdout) + len(case.stdin)) // (1 << 20))
+    result = sandbox.call(wire.NATIVE_RUN, payload, limits, pool=CHECKER_POOL, preload=wire.NATIVE_PRELOAD)
+    report = result.value if result.returned and isinstance(result.value, dict) else None
+    code = report.get("exit_code") if report is not None and not report.get("killed_by") else None
+    if result.killed_by or code not in (wire.CHECKER_OK, wire.CHECKER_WRONG, wire.CHECKER_PRESENTATION,
+                                        wire.CHECKER_POINTS):
+        # testlib's `fail` (3), a crash or a checker over its limits: the task's checker
+        # failed, never the response (verdict `error`, dropped from the group).
+        raise SandboxError("the task's checker failed on a case (testlib exit 3, a crash or its limits)",
+                           cause="checker_failed")
+    message = (result.stderr or result.stdout).decode("utf-8", errors="replace").strip()
+    shown = {"checker_message": message[:CHECKER_MESSAGE_CHARS]} if not run.hidden else {}
+    if code == wire.CHECKER_OK:
+        run.status = "pass"
+        run.detail = shown
+    elif code == wire.CHECKER_POINTS:
+        found = _POINTS.search(result.stderr) or _POINTS.search(result.stdout)
+        if found is None:
+            raise SandboxError("the task's checker gave points without a number", cause="checker_failed")
+        run.status = "fail"
+        run.score = min(max(float(found.group(1)), 0.0), 1.0)
+        run.detail = {"type": "Partial", "points": run.score, **shown}
+    else:
+        run.status = "fail"
+        kind = "WrongAnswer" if code == wire.CHECKER_WRONG else "PresentationError"
+        run.detail = {"type": kind, **shown}
+
+
+
+
+# ---------------------------------------------------------------- toolchain versions
+
+_versions: dict[str, str] = {}
+_versions_lock = threading.Lock()
+_VERSION_SCRIPT_CHARS = 200
+
+
+def probe_versions(sandbox: Sandbox) -> dict[str, str]:
+    """Ask the sandbox (where the toolchains are) what each toolchain says of its version."""
+    found: dict[str, str] = {}
+    for name, language in LANGUAGES.items():
+        payload = {"files": {}, "argv": list(language.version), "env": {}, "artifacts": [], "wall_s": 20.0}
+        try:
+            result = sandbox.call(wire.NATIVE_COMPILE, payload, compile_limits(language), pool=COMPILE_POOL,
+                                  preload=wire.NATIVE_PRELOAD)
+        except SandboxError:
+            continue
+        value = result.value if result.returned and isinstance(result.value, dict) else {}
+        text = str(value.get("message", "")).strip()
+        if value.get("exit_code") == 0 and text:
+            found[name] = text.splitlines()[0][:_VERSION_SCRIPT_CHARS]
+        else:
+            found[name] = "not installed"
+    with _versions_lock:
+        _versions.update(found)
+    return found
+
+
+def probe_versions_soon(sandbox: Sandbox) -> None:
+    """At start-up, in the background: GET /v1/verifiers reports what was found."""
+    threading.Thread(target=lambda: _quietly(probe_versions, sandbox), name="code-toolchains", daemon=True).start()
+
+
+def _quietly(work: Any, *args: Any) -> None:
+    try:
+        work(*args)
+    except Exception:  # a version report is information; a failure is logged only
+        import logging
+
+        logging.getLogger(__name__).warning("could not probe the code toolchains", exc_info=True)
+
+
+def languages_info() -> dict[str, Any]:
+    """Per language: the commands, the default time factor and the toolchain's version."""
+    with _versions_lock:
+        versions = dict(_versions)
+    return {name: {"version": versions.get(name, "not probed yet"),
+                   "compile": " ".join(language.compile) if language.compile else None,
+                   "run": " ".join(language.run), "time_factor": language.time_factor,
+                   "candidate": name in COMPILED or name == "python"}
+            for name, language in LANGUAGES.items()}
