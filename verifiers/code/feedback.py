@@ -15,14 +15,15 @@ from verifiers.base import Outcome, TaskBase
 from verifiers.feedback import pick
 
 VISIBLE_KEYS = ("name", "status", "phase", "type", "message", "line", "expected", "got", "first_different_line",
-                "killed_by")
+                "killed_by", "checker_message", "points")
 
 
 def code_feedback(task: TaskBase, outcome: Outcome, response: str) -> dict[str, Any]:
     evidence = outcome.evidence
     out: dict[str, Any] = {"verdict": outcome.verdict.value}
     if "format_error" in evidence:
-        return {**out, "format_error": evidence["format_error"]}
+        # A compiler's message is about the response's own code (nothing hidden compiled).
+        return {**out, **pick(evidence, "format_error", "compiler_message")}
     tests = evidence.get("tests") or []
     visible = [t for t in tests if not t.get("hidden")]
     out.update(visible_passed=sum(t.get("status") == "pass" for t in visible),

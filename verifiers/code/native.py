@@ -89,18 +89,19 @@ class _CompileCache:
         self.building: dict[str, threading.Lock] = {}
         self.compiles = 0  # compiles actually run (for tests and benchmarks)
 
-    def get(self, key: str, build: Any) -> Compiled:
+    def get(self, key: str, build: Any) -> tuple[Compiled, bool]:
+        """(the compiled program, whether this call compiled it)."""
         with self.lock:
             found = self.entries.get(key)
             if found is not None:
                 self.entries.move_to_end(key)
-                return found
+                return found, False
             gate = self.building.setdefault(key, threading.Lock())
         with gate:
             with self.lock:
                 found = self.entries.get(key)
                 if found is not None:
-                    return found
+                    return found, False
             compiled = build()
             with self.lock:
                 self.compiles += 1
@@ -110,7 +111,7 @@ class _CompileCache:
                 while self.bytes > self.max_bytes and len(self.entries) > 1:
                     _, old = self.entries.popitem(last=False)
                     self.bytes -= old.size()
-            return compiled
+            return compiled, True
 
 
 CACHE = _CompileCache(CACHE_BYTES)
@@ -127,8 +128,10 @@ def compile_limits(language: Language) -> Limits:
                   open_files=256, scratch_mb=COMPILE_SCRATCH_MB)
 
 
-def compile_program(sandbox: Sandbox, language_name: str, source: str, testlib: bool = False) -> Compiled:
-    """Compile `source` once (cached); raise SandboxError when the toolchain itself failed.
+def compile_program(sandbox: Sandbox, language_name: str, source: str,
+                    testlib: bool = False) -> tuple[Compiled, bool]:
+    """Compile `source` once (cached): (the program, whether this call compiled it);
+    raise SandboxError when the toolchain itself failed.
     `testlib`: a C/C++ checker, compiled with the vendored testlib.h on its include path
     (verifiers/code/inside/testlib/), so that a testlib checker compiles unchanged."""
     language = _language(language_name)
@@ -304,7 +307,7 @@ def judge_output(sandbox: Sandbox, task: CodeTask, checker: Compiled | None, cas
 def compile_checker(sandbox: Sandbox, checker: Checker) -> Compiled:
     """The task's checker, compiled once (cached); a checker that does not compile is the
     task's fault (422), never a response's."""
-    compiled = compile_program(sandbox, checker.language, checker.source, testlib=True)
+    compiled, _ = compile_program(sandbox, checker.language, checker.source, testlib=True)
     if compiled.error:
         raise TaskInvalid(f"checker: it does not compile ({compiled.error}): {compiled.message[:500]}")
     return compiled
@@ -362,7 +365,8 @@ def probe_versions(sandbox: Sandbox) -> dict[str, str]:
     """Ask the sandbox (where the toolchains are) what each toolchain says of its version."""
     found: dict[str, str] = {}
     for name, language in LANGUAGES.items():
-        payload = {"files": {}, "argv": list(language.version), "env": {}, "artifacts": [], "wall_s": 20.0}
+        payload = {"files": {}, "argv": list(language.version), "env": fill_env(language.compile_env),
+                   "artifacts": [], "wall_s": 20.0}
         try:
             result = sandbox.call(wire.NATIVE_COMPILE, payload, compile_limits(language), pool=COMPILE_POOL,
                                   preload=wire.NATIVE_PRELOAD)

@@ -126,17 +126,20 @@ class CodeVerifier(Verifier):
     def _verify_compiled(self, task: CodeTask, code: str, ctx: VerifyContext) -> Outcome:
         """C, C++, Java, JavaScript, Go, Rust: compile once (a failure is the format's),
         then every case against the compiled program (verifiers/code/native.py)."""
-        compiled = native.compile_program(ctx.sandbox, task.language, code)
+        compiled, fresh = native.compile_program(ctx.sandbox, task.language, code)
+        compile_usage = {"compile_cpu_s": round(compiled.cpu_s, 4) if fresh else 0.0, "compile_cached": not fresh}
         if compiled.error:
             outcome = _invalid_format(compiled.error)
             outcome.evidence["compiler_message"] = compiled.message
-            outcome.usage = {"compile_cpu_s": round(compiled.cpu_s, 4)}
+            outcome.evidence["compile"] = compile_usage
+            outcome.usage = compile_usage
             return outcome
         checker = native.compile_checker(ctx.sandbox, task.checker) if task.checker is not None else None
         runs, planned = self._run_tests(task, code, ctx, compiled, checker)
         outcome = self._outcome(task, code, runs, planned)
         assert outcome.usage is not None
-        outcome.usage["compile_cpu_s"] = round(compiled.cpu_s, 4)
+        outcome.usage.update(compile_usage)
+        outcome.evidence["compile"] = compile_usage
         outcome.flags = [f for f in outcome.flags if f in self.flag_names]
         return outcome
 
