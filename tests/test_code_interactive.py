@@ -12,7 +12,7 @@ import time
 import pytest
 
 from sandboxes.base import Job, Limits
-from verifiers.base import Verdict, VerifyContext
+from verifiers.base import TaskInvalid, Verdict, VerifyContext
 from verifiers.code.interactive import InteractorFailed
 from verifiers.registry import get
 
@@ -216,3 +216,90 @@ def test_interactive_task_over_http_hides_the_interactor(live_server):
                                               "task": {**task, "io_cases": None, "entry_point": "f",
                                                        "tests": "def check(candidate):\n    pass\n"}})
         assert bad.status_code == 422 and "interactor" in bad.text, bad.text
+
+
+# ---------------------------------------------------------------- every language
+
+# The same game judged by a testlib interactor in C++ (testlib.h compiles unchanged).
+TESTLIB_INTERACTOR = r'''
+#include "testlib.h"
+#include <iostream>
+int main(int argc, char *argv[]) {
+    registerInteraction(argc, argv);
+    long long secret = inf.readLong();
+    for (int q = 0; q < 40; q++) {
+        std::string kind = ouf.readToken("[?!]");
+        long long guess = ouf.readLong();
+        if (kind == "!") {
+            if (guess == secret) quitf(_ok, "found in %d queries", q);
+            quitf(_wa, "wrong answer");
+        }
+        std::cout << (secret < guess ? "<" : secret > guess ? ">" : "=") << std::endl;
+    }
+    quitf(_wa, "too many queries");
+}
+'''
+# Binary search over 1..10^6 in every language; `{wrong}` replaces the final answer.
+SEARCHERS = {
+    "c": r'''#include <stdio.h>
+int main(void) { long lo = 1, hi = 1000000; char r[8];
+  for (;;) { long mid = (lo + hi) / 2; printf("? %ld\n", mid); fflush(stdout);
+    if (scanf("%7s", r) != 1) return 0;
+    if (r[0] == '=') { printf("! %ld\n", {wrong}mid); fflush(stdout); return 0; }
+    if (r[0] == '<') hi = mid - 1; else lo = mid + 1; } }''',
+    "cpp": r'''#include <iostream>
+int main() { long long lo = 1, hi = 1000000; std::string r;
+  while (true) { long long mid = (lo + hi) / 2; std::cout << "? " << mid << std::endl; std::cin >> r;
+    if (r == "=") { std::cout << "! " << {wrong}mid << std::endl; return 0; }
+    if (r == "<") hi = mid - 1; else lo = mid + 1; } }''',
+    "java": r'''import java.io.*;
+public class Main { public static void main(String[] a) throws IOException {
+  BufferedReader in = new BufferedReader(new InputStreamReader(System.in)); long lo = 1, hi = 1000000;
+  while (true) { long mid = (lo + hi) / 2; System.out.println("? " + mid); System.out.flush(); String r = in.readLine().trim();
+    if (r.equals("=")) { System.out.println("! " + ({wrong}mid)); System.out.flush(); return; }
+    if (r.equals("<")) hi = mid - 1; else lo = mid + 1; } } }''',
+    "javascript": r'''const rl = require('readline').createInterface({ input: process.stdin });
+let lo = 1, hi = 1000000, mid = 0;
+const ask = () => { mid = Math.floor((lo + hi) / 2); process.stdout.write(`? ${mid}\n`); };
+rl.on('line', (r) => { r = r.trim();
+  if (r === '=') { process.stdout.write(`! ${{wrong}mid}\n`); rl.close(); return; }
+  if (r === '<') hi = mid - 1; else lo = mid + 1; ask(); });
+ask();''',
+    "go": r'''package main
+import ("bufio"; "fmt"; "os")
+func main() { in := bufio.NewReader(os.Stdin); lo, hi := 1, 1000000
+  for { mid := (lo + hi) / 2; fmt.Printf("? %d\n", mid); var r string; fmt.Fscan(in, &r)
+    if r == "=" { fmt.Printf("! %d\n", {wrong}mid); return }
+    if r == "<" { hi = mid - 1 } else { lo = mid + 1 } } }''',
+    "rust": r'''use std::io::{self, BufRead, Write};
+fn main() { let stdin = io::stdin(); let mut lines = stdin.lock().lines(); let (mut lo, mut hi) = (1i64, 1000000i64);
+  loop { let mid = (lo + hi) / 2; println!("? {}", mid); io::stdout().flush().unwrap();
+    let r = lines.next().unwrap().unwrap();
+    if r.trim() == "=" { println!("! {}", {wrong}mid); return; }
+    if r.trim() == "<" { hi = mid - 1 } else { lo = mid + 1 } } }''',
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("language", sorted(SEARCHERS))
+def test_every_language_plays_against_a_testlib_interactor(code_verifier, ctx, language):
+    if language == "rust" and ctx.sandbox.name == "process":
+        pytest.skip("rustc 1.63 needs /proc/self/exe; process-backend jobs have none (docs/languages.md)")
+    task = {**TASK, "language": language, "interactor": {"language": "cpp", "source": TESTLIB_INTERACTOR}}
+    wrong, reward = _verify_in(code_verifier, ctx, task, language, SEARCHERS[language].replace("{wrong}", "1 + "))
+    assert (wrong.verdict, reward) == (Verdict.incorrect, 0.0), wrong.evidence
+    assert wrong.evidence["tests"][0]["verdict"] == "wrong answer", wrong.evidence
+    honest, reward = _verify_in(code_verifier, ctx, task, language, SEARCHERS[language].replace("{wrong}", ""))
+    assert (honest.verdict, reward) == (Verdict.correct, 1.0), honest.evidence
+
+
+def _verify_in(verifier, ctx: VerifyContext, task: dict, language: str, code: str):
+    parsed = verifier.parse_task(task)
+    outcome = verifier.verify(parsed, f"```{language}\n{code}\n```", ctx)
+    return outcome, outcome.reward(parsed)
+
+
+def test_interactor_that_does_not_compile_is_the_tasks_fault(code_verifier, ctx):
+    task = {**TASK, "interactor": {"language": "cpp", "source": "int main( {"}}
+    with pytest.raises(TaskInvalid, match="interactor"):
+        _verify(code_verifier, ctx, task, HONEST)
