@@ -255,7 +255,8 @@ int main() { long long lo = 1, hi = 1000000; std::string r;
     "java": r'''import java.io.*;
 public class Main { public static void main(String[] a) throws IOException {
   BufferedReader in = new BufferedReader(new InputStreamReader(System.in)); long lo = 1, hi = 1000000;
-  while (true) { long mid = (lo + hi) / 2; System.out.println("? " + mid); System.out.flush(); String r = in.readLine().trim();
+  while (true) { long mid = (lo + hi) / 2; System.out.println("? " + mid); System.out.flush();
+    String r = in.readLine().trim();
     if (r.equals("=")) { System.out.println("! " + ({wrong}mid)); System.out.flush(); return; }
     if (r.equals("<")) hi = mid - 1; else lo = mid + 1; } } }''',
     "javascript": r'''const rl = require('readline').createInterface({ input: process.stdin });

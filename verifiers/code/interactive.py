@@ -96,7 +96,7 @@ def interactor_program(sandbox: Sandbox, task: CodeTask) -> Program:
     """The task's interactor, compiled once (cached; C and C++ with testlib.h at hand).
     One that does not compile is the task's fault (422), never a response's."""
     assert task.interactor is not None
-    compiled = compile_program(sandbox, task.interactor.language, task.interactor.source, testlib=True)
+    compiled, _ = compile_program(sandbox, task.interactor.language, task.interactor.source, testlib=True)
     if compiled.error:
         raise TaskInvalid(f"interactor: it does not compile ({compiled.error}): {compiled.message[:500]}")
     return launch(LANGUAGES[compiled.language], compiled, INTERACTOR_MEMORY_MB)
