@@ -36,6 +36,7 @@ from verifiers.code.runner import TestRun, absorb, candidate_limits
 from verifiers.code.task import CodeTask, IOCase
 
 INPUT_FILE, OUTPUT_FILE, ANSWER_FILE = "input.txt", "output.txt", "answer.txt"
+EXEC_DIR = ".bin"
 # testlib's exit codes for an interactor (and a checker).
 OK, WRONG_ANSWER, PRESENTATION_ERROR, FAIL, DIRT, POINTS, UNEXPECTED_EOF = 0, 1, 2, 3, 4, 7, 8
 INTERACTOR_VERDICTS = {
@@ -78,8 +79,15 @@ def launch(language: Language, compiled: Compiled, memory_mb: int) -> Program:
     as a judge does (as deep as the memory allows) and becomes the program."""
     values = {"memory_mb": memory_mb, "main": compiled.main}
     stack_kb = min(memory_mb, MAX_STACK_MB) * 1024
-    script = (f"chmod +x {shlex.join(language.executables)} 2>/dev/null; " if language.executables else "")
-    script += f"ulimit -s {stack_kb} 2>/dev/null; exec {shlex.join(fill(language.run, **values))}"
+    argv = fill(language.run, **values)
+    script = ""
+    for name in language.executables:
+        # The sandbox wrote the files (in a container, as another uid than the job's):
+        # the job marks its own copy executable.
+        copy = shlex.quote(f"{EXEC_DIR}/{name}")
+        script += f"mkdir -p {EXEC_DIR} && cp -- {shlex.quote(name)} {copy} && chmod +x {copy} && "
+        argv = [f"./{EXEC_DIR}/{name}" if part == f"./{name}" else part for part in argv]
+    script += f"ulimit -s {stack_kb} 2>/dev/null; exec {shlex.join(argv)}"
     files = {name: base64.b64decode(data) for name, data in compiled.artifacts.items()}
     return Program(["/bin/sh", "-c", script], files, fill_env(language.run_env, **values),
                    0 if language.address_space_limit else VIRTUAL_ALLOWANCE_MB, language.processes)
