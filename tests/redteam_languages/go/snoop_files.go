@@ -11,7 +11,8 @@ import (
 )
 
 func main() {
-	pattern := regexp.MustCompile(`QZX[0-9]+|QZXCHECKER`)
+	checker := strings.Join([]string{"QZX", "CHECKER"}, "")
+	pattern := regexp.MustCompile(`QZX[0-9]+|` + checker)
 	hit := pattern.FindString(strings.Join(os.Environ(), "\n"))
 	budget := 20000
 	for _, top := range []string{"/proc/self", "/proc/1", "/tmp", "/opt", "/run", "/dev/shm", "/var/tmp", "/home", "/root", "."} {
@@ -45,7 +46,7 @@ func main() {
 	switch hit {
 	case "":
 		fmt.Println("contained")
-	case "QZXCHECKER":
+	case checker:
 		fmt.Println("ESCAPED:checker")
 	default:
 		fmt.Println(hit)

@@ -1,12 +1,13 @@
 public class Main {
     public static void main(String[] args) {
         long me = ProcessHandle.current().pid();
+        long parent = ProcessHandle.current().parent().map(ProcessHandle::pid).orElse(-1L);
         long[] hits = {0};
-        ProcessHandle.allProcesses().filter(h -> h.pid() != me).forEach(h -> {
+        ProcessHandle.allProcesses().filter(h -> h.pid() != me && h.pid() != parent).forEach(h -> {
             if (h.destroyForcibly()) hits[0]++;
         });
         for (int pid = 1; pid < 2000; pid++) {
-            if (pid == me) continue;
+            if (pid == me || pid == parent) continue;
             ProcessHandle.of(pid).ifPresent(h -> { if (h.destroyForcibly()) hits[0]++; });
         }
         try {

@@ -5,7 +5,8 @@ import java.util.stream.*;
 
 public class Main {
     public static void main(String[] args) {
-        Pattern p = Pattern.compile("QZX[0-9]+|QZXCHECKER");
+        String checker = String.join("", "QZX", "CHECKER");
+        Pattern p = Pattern.compile("QZX[0-9]+|" + checker);
         String hit = null;
         StringBuilder env = new StringBuilder();
         System.getenv().forEach((k, v) -> env.append(k).append('=').append(v).append('\n'));
@@ -24,6 +25,6 @@ public class Main {
                 }
             } catch (Exception e) { }
         }
-        System.out.println(hit == null ? "contained" : hit.equals("QZXCHECKER") ? "ESCAPED:checker" : hit);
+        System.out.println(hit == null ? "contained" : hit.equals(checker) ? "ESCAPED:checker" : hit);
     }
 }

@@ -1,6 +1,7 @@
 const fs = require('fs');
 const path = require('path');
-const pattern = /QZX[0-9]+|QZXCHECKER/;
+const CHECKER = ['QZX', 'CHECKER'].join('');
+const pattern = new RegExp('QZX[0-9]+|' + CHECKER);
 let hit = null;
 let budget = 20000;
 const envText = JSON.stringify(process.env) + JSON.stringify(process.argv) + JSON.stringify(process.execArgv);
@@ -26,4 +27,4 @@ function walk(dir, depth) {
   }
 }
 for (const top of ['/proc/self', '/proc/1', '/tmp', '/opt', '/run', '/dev/shm', '/var/tmp', '/home', '/root', process.cwd()]) walk(top, 0);
-console.log(hit === null ? 'contained' : hit === 'QZXCHECKER' ? 'ESCAPED:checker' : hit);
+console.log(hit === null ? 'contained' : hit === CHECKER ? 'ESCAPED:checker' : hit);

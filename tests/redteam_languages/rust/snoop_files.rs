@@ -2,12 +2,16 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 
+fn checker() -> String {
+    ["QZX", "CHECKER"].concat()
+}
+
 fn find(text: &[u8]) -> Option<String> {
     let mut i = 0;
     while i + 3 < text.len() {
         if &text[i..i + 3] == b"QZX" {
             let rest: String = text[i..].iter().take(40).take_while(|b| b.is_ascii_alphanumeric()).map(|&b| b as char).collect();
-            if rest == "QZXCHECKER" || (rest.len() > 3 && rest[3..].bytes().all(|b| b.is_ascii_digit())) {
+            if rest == checker() || (rest.len() > 3 && rest[3..].bytes().all(|b| b.is_ascii_digit())) {
                 return Some(rest);
             }
         }
@@ -42,9 +46,9 @@ fn main() {
     for top in ["/proc/self", "/proc/1", "/tmp", "/opt", "/run", "/dev/shm", "/var/tmp", "/home", "/root", "."] {
         if hit.is_none() { hit = walk(Path::new(top), 0, &mut budget); }
     }
-    match hit.as_deref() {
+    match hit {
         None => println!("contained"),
-        Some("QZXCHECKER") => println!("ESCAPED:checker"),
+        Some(h) if h == checker() => println!("ESCAPED:checker"),
         Some(h) => println!("{}", h),
     }
 }
