@@ -351,8 +351,7 @@ class DockerSandbox(WarmWorkerBackend):
         return {
             "network_mode": "none",
             "read_only": True,
-            # exec: compiled programs (C, C++, Go, Rust) run from the scratch directory.
-            "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={self.scratch_mb}m,mode=1777"},
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.scratch_mb}m,mode=1777"},
             "shm_size": CONTAINER_SHM,
             "cap_drop": ["ALL"],
             "cap_add": list(WORKER_CAPABILITIES),

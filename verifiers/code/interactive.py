@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from sandboxes.base import Job, JobResult, Limits, Sandbox, SandboxError
@@ -36,7 +35,8 @@ from verifiers.code.runner import TestRun, absorb, candidate_limits
 from verifiers.code.task import CodeTask, IOCase
 
 INPUT_FILE, OUTPUT_FILE, ANSWER_FILE = "input.txt", "output.txt", "answer.txt"
-EXEC_DIR = ".bin"
+# Inside the sandbox (both backends mount the packages at /opt/assay).
+LAUNCHER = ("/usr/bin/python3", "-I", "-S", "/opt/assay/verifiers/code/inside/launch.py")
 # testlib's exit codes for an interactor (and a checker).
 OK, WRONG_ANSWER, PRESENTATION_ERROR, FAIL, DIRT, POINTS, UNEXPECTED_EOF = 0, 1, 2, 3, 4, 7, 8
 INTERACTOR_VERDICTS = {
@@ -75,21 +75,13 @@ class Program:
 
 
 def launch(language: Language, compiled: Compiled, memory_mb: int) -> Program:
-    """A compiled program as a stream job: a shell marks its executables, sets the stack
-    as a judge does (as deep as the memory allows) and becomes the program."""
+    """A compiled program as a stream job, started by verifiers/code/inside/launch.py."""
     values = {"memory_mb": memory_mb, "main": compiled.main}
-    stack_kb = min(memory_mb, MAX_STACK_MB) * 1024
     argv = fill(language.run, **values)
-    script = ""
-    for name in language.executables:
-        # The sandbox wrote the files (in a container, as another uid than the job's):
-        # the job marks its own copy executable.
-        copy = shlex.quote(f"{EXEC_DIR}/{name}")
-        script += f"mkdir -p {EXEC_DIR} && cp -- {shlex.quote(name)} {copy} && chmod +x {copy} && "
-        argv = [f"./{EXEC_DIR}/{name}" if part == f"./{name}" else part for part in argv]
-    script += f"ulimit -s {stack_kb} 2>/dev/null; exec {shlex.join(argv)}"
+    executable = next((name for name in language.executables if argv[0] == f"./{name}"), "")
+    stack_kb = min(memory_mb, MAX_STACK_MB) * 1024
     files = {name: base64.b64decode(data) for name, data in compiled.artifacts.items()}
-    return Program(["/bin/sh", "-c", script], files, fill_env(language.run_env, **values),
+    return Program([*LAUNCHER, executable, str(stack_kb), *argv], files, fill_env(language.run_env, **values),
                    0 if language.address_space_limit else VIRTUAL_ALLOWANCE_MB, language.processes)
 
 
@@ -157,8 +149,8 @@ def run_interactive(sandbox: Sandbox, task: CodeTask, program: str, compiled: Co
     run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
     limits = candidate_interactive_limits(task, candidate)
     files = {**interactor.files, INPUT_FILE: case.stdin.encode(), ANSWER_FILE: case.stdout.encode()}
-    argv = [*interactor.argv[:-1], f"{interactor.argv[-1]} {INPUT_FILE} {OUTPUT_FILE} {ANSWER_FILE}"]
-    judge = Job(argv, files, env=interactor.env, limits=interactor_limits(limits, interactor))
+    judge = Job([*interactor.argv, INPUT_FILE, OUTPUT_FILE, ANSWER_FILE], files, env=interactor.env,
+                limits=interactor_limits(limits, interactor))
     judged, ran = sandbox.interact(judge, Job(candidate.argv, candidate.files, env=candidate.env, limits=limits))
     verdict = _interactor_verdict(judged)
     absorb(run, ran)
