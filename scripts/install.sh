@@ -4,7 +4,8 @@
 #   scripts/install.sh service   bubblewrap + a virtualenv (.venv) with the service
 #   scripts/install.sh test      the above + trainer, Ray and test dependencies
 #
-# Environment: ASSAY_VENV (default .venv in the repository).
+# Environment: ASSAY_VENV (default .venv in the repository); ASSAY_TOOLCHAINS=0 leaves out
+# the code verifier's compilers (C, C++, Java, JavaScript, Go, Rust; docs/languages.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-service}"
@@ -23,6 +24,14 @@ if [ "$what" = test ]; then command -v metamath >/dev/null || missing+=(metamath
 # The Ray tests run their cluster in a private network namespace (unshare, nsenter, ip).
 if [ "$what" = test ]; then
   command -v ip >/dev/null || missing+=(iproute2)
+fi
+# The code verifier's toolchains (docs/languages.md); ASSAY_TOOLCHAINS=0 skips them.
+if [ "${ASSAY_TOOLCHAINS:-1}" != 0 ]; then
+  [ -x /usr/bin/g++ ] || missing+=(gcc g++)
+  [ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/javac ] || missing+=(openjdk-17-jdk-headless)
+  [ -x /usr/bin/node ] || missing+=(nodejs)
+  [ -x /usr/lib/go/pkg/tool/linux_amd64/compile ] || missing+=(golang-go)
+  [ -x /usr/bin/rustc ] || missing+=(rustc)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install.sh: installing ${missing[*]}" >&2

@@ -36,7 +36,8 @@ HONEST = {
 }
 # Off by one on every case but nothing else wrong: compiles, runs, answers.
 WRONG = {lang: src.replace("a+b", "a+b+1").replace("a + b", "a + b + 1").replace("d[0] + d[1]", "d[0] + d[1] + 1n")
-         for lang, src in HONEST.items()}
+         .replace("v[0] + v[1]", "v[0] + v[1] + 1") for lang, src in HONEST.items()}
+assert all(WRONG[lang] != HONEST[lang] for lang in HONEST)
 NOT_COMPILING = {
     "c": "int main(void) { return undefined_name; }\n",
     "cpp": "#include <vector>\nint main() { std::vector<int> v = 3; }\n",
@@ -52,7 +53,8 @@ LOOPING = {
             "if (x == -1) break; } } }\n",
     "javascript": "let x = 0; for (;;) { x++; }\n",
     "go": "package main\nfunc main() { x := 0; for { x++ } }\n",
-    "rust": "fn main() { let mut x: u64 = 0; loop { x = x.wrapping_add(std::hint::black_box(1)); } }\n",
+    "rust": "fn main() { let mut x: u64 = 1; loop { x = x.wrapping_mul(6364136223846793005).wrapping_add(1);\n"
+            "  if x == 42 { println!(\"{}\", x); } } }\n",
 }
 LANGUAGES = list(HONEST)
 

@@ -99,7 +99,8 @@ def test_no_code_block_is_invalid_format(code_verifier, ctx):
     ({"entry_point": "add", "tests": ADD_TESTS, "io_cases": [{"stdin": "", "stdout": ""}]}, "exactly one"),
     ({}, "exactly one"),
     ({"io_cases": []}, "must not be empty"),
-    ({"io_cases": [{"stdin": "", "stdout": "1"}], "language": "rust"}, "language"),
+    ({"io_cases": [{"stdin": "", "stdout": "1"}], "language": "cobol"}, "language"),
+    ({"entry_point": "add", "tests": "def check(candidate):\n    pass\n", "language": "cpp"}, "io_cases"),
     ({"entry_point": "add", "tests": ADD_TESTS, "time_limit_s": 0}, "time_limit_s"),
 ])
 def test_malformed_tasks_are_rejected(code_verifier, task, needle):
@@ -112,7 +113,7 @@ def test_hidden_fields_are_hashed_in_public_view(code_verifier):
                                      "visible_io_cases": [{"stdin": "0\n", "stdout": "shown\n"}]})
     view = json.dumps(task.public_view())
     assert "SECRET-OUT" not in view and "shown" in view
-    assert code_verifier.describe()["hidden_fields"] == ["interactor", "io_cases", "tests"]
+    assert code_verifier.describe()["hidden_fields"] == ["checker", "interactor", "io_cases", "tests"]
 
 
 # ------------------------------------------------------------------ extraction

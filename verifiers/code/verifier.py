@@ -109,8 +109,8 @@ class CodeVerifier(Verifier):
     def verify(self, task: CodeTask, response: str, ctx: VerifyContext) -> Outcome:  # type: ignore[override]
         code = extract_code(response, task.language)
         if code is None:
-            tag = "python" if task.language == "python" else task.language
-            return _invalid_format(f"no fenced {tag} code block (```{tag} ... ```) in the response")
+            label = "Python" if task.language == "python" else task.language
+            return _invalid_format(f"no fenced {label} code block (```{task.language} ... ```) in the response")
         if len(code) > MAX_CODE_CHARS:
             return _invalid_format(f"code block longer than {MAX_CODE_CHARS} characters")
         if task.language != "python":

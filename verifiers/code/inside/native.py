@@ -80,7 +80,8 @@ def _limits_in_child(cpu_s: float | None, address_space_mb: int | None, stack_mb
 
 
 def _spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
-           cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None) -> int:
+           cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
+           program_fd: int | None = None) -> int:
     full_env = {**os.environ, **env}
     pid = os.fork()
     if pid == 0:  # the child: only fds 0-2, its limits, then the program
@@ -88,11 +89,15 @@ def _spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err
             os.dup2(stdin_fd, 0)
             os.dup2(out_fd, 1)
             os.dup2(err_fd, 2)
-            os.closerange(3, 1024)
+            if program_fd is None:
+                os.closerange(3, 1024)
+            else:  # close-on-exec already: it goes away with the exec
+                os.closerange(3, program_fd)
+                os.closerange(program_fd + 1, 1024)
             os.setpgid(0, 0)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             _limits_in_child(cpu_s, address_space_mb, stack_mb)
-            os.execve(argv[0], argv, full_env)
+            os.execve(argv[0] if program_fd is None else program_fd, argv, full_env)
         finally:
             os._exit(127)
     return pid
@@ -172,10 +177,11 @@ def _describe(status: int | None, usage: Any) -> dict[str, Any]:
 
 
 def _run(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int, wall_s: float,
-         cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None) -> dict[str, Any]:
+         cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
+         program_fd: int | None = None) -> dict[str, Any]:
     _subreaper()
     started = time.monotonic()
-    pid = _spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb)
+    pid = _spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd)
     status, usage, early_cpu, early_peak = _wait_main(pid, started + wall_s)
     wall = time.monotonic() - started
     result = _describe(status, usage)
@@ -233,14 +239,24 @@ def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     """Run: payload {"files": {name: base64}, "executables": [name], "argv": [...],
     "env": {...}, "stdin": text, "wall_s", "cpu_s", "address_space_mb" (or null),
     "stack_mb" (or null)}. The program's stdout/stderr are the job's own."""
-    _write(payload.get("files") or {}, binary=True)
+    files = payload.get("files") or {}
+    _write(files, binary=True)
     for name in payload.get("executables") or []:
         os.chmod(name, 0o755)
+    # A compiled program runs from a memfd (fexecve): a container's scratch is noexec.
+    program_fd = None
+    argv = list(payload["argv"])
+    main = argv[0][2:] if argv[0].startswith("./") else None
+    if main is not None and main in (payload.get("executables") or []):
+        program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
+        view = memoryview(base64.b64decode(files[main]))
+        while view:
+            view = view[os.write(program_fd, view):]
     data = (payload.get("stdin") or "").encode()
     # A memfd serves any size of input without a writer that could block.
     stdin_fd = os.memfd_create("stdin")
     os.write(stdin_fd, data)
     os.lseek(stdin_fd, 0, os.SEEK_SET)
-    return _run(list(payload["argv"]), dict(payload.get("env") or {}), stdin_fd, 1, 2,
+    return _run(argv, dict(payload.get("env") or {}), stdin_fd, 1, 2,
                 float(payload["wall_s"]), payload.get("cpu_s"), payload.get("address_space_mb"),
-                payload.get("stack_mb"))
+                payload.get("stack_mb"), program_fd)
