@@ -55,8 +55,9 @@ TASK = {
 # What must never reach the caller: probes that got through, the checker's source, and
 # secrets of the machine (a shadow hash, the service's settings, a database address).
 FORBIDDEN = ("ESCAPED", "QZXCHECKER", "root:$", "root:*", "root:!", "ASSAY_", "postgresql://", "PGPASSWORD")
-# Expected verdict of a sample (every one gets reward 0); the default: any but correct/error.
-ANY_FAILURE = {Verdict.incorrect, Verdict.timeout, Verdict.violation, Verdict.invalid_format}
+# Expected verdict of a sample (every one gets reward 0). A run-time attack must compile
+# and run (else the sample tests nothing); a compile-time attack must fail its compile.
+RUN_TIME = {Verdict.incorrect, Verdict.timeout, Verdict.violation}
 COMPILE_TIME = {Verdict.invalid_format}
 EXPECTED = {
     ("c", "include_shadow"): COMPILE_TIME,
@@ -69,6 +70,8 @@ EXPECTED = {
     ("cpp", "template_bomb"): COMPILE_TIME,
     ("cpp", "constexpr_loop"): COMPILE_TIME,
     ("go", "cgo_include_shadow"): COMPILE_TIME,
+    ("go", "huge_array"): COMPILE_TIME,
+    ("java", "finally_bomb"): COMPILE_TIME,
     ("rust", "include_shadow"): COMPILE_TIME,
     ("rust", "path_attribute"): COMPILE_TIME,
     ("rust", "macro_bomb"): COMPILE_TIME,
@@ -127,7 +130,7 @@ def test_language_exploit_gets_no_reward(code_verifier, ctx, language, name):
     outcome, reward = _verify(code_verifier, ctx, language, _source(language, name))
     shown = json.dumps({"evidence": outcome.evidence, "flags": outcome.flags})
     assert reward == 0.0, (language, name, outcome.evidence)
-    assert outcome.verdict in EXPECTED.get((language, name), ANY_FAILURE), (language, name, outcome.verdict, shown)
+    assert outcome.verdict in EXPECTED.get((language, name), RUN_TIME), (language, name, outcome.verdict, shown)
     for word in FORBIDDEN:
         assert word not in shown, (language, name, word, shown)
     honest, honest_reward = _verify(code_verifier, ctx, language, _source(language, "honest"))

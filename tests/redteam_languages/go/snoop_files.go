@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,6 +16,7 @@ func main() {
 	pattern := regexp.MustCompile(`QZX[0-9]+|` + checker)
 	hit := pattern.FindString(strings.Join(os.Environ(), "\n"))
 	budget := 20000
+	stop := errors.New("stop")
 	for _, top := range []string{"/proc/self", "/proc/1", "/tmp", "/opt", "/run", "/dev/shm", "/var/tmp", "/home", "/root", "."} {
 		if hit != "" {
 			break
@@ -22,7 +24,7 @@ func main() {
 		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 			budget--
 			if hit != "" || budget <= 0 {
-				return filepath.SkipAll
+				return stop
 			}
 			if err != nil {
 				return nil
