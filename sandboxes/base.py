@@ -207,6 +207,15 @@ class Sandbox(abc.ABC):
     ) -> CallSession:
         """Start a call and return a session to exchange messages with it."""
 
+    def interact(self, first: Job, second: Job) -> tuple[JobResult, JobResult]:
+        """Run two commands at once, each in a sandbox of its own under its own limits,
+        with the stdout of each relayed to the stdin of the other as it is written (an
+        interactive judge: interactor and candidate). A job's own `stdin` goes first; the
+        end of one's output closes the other's stdin. Returns both results (their stdout
+        was relayed, not kept)."""
+        raise SandboxUnavailable(f"the {self.name} backend does not run interactive jobs",
+                                 cause="interactive_unsupported")
+
     def warm(self, pool: str, preload: tuple[str, ...] = ()) -> None:  # noqa: B027
         """Start a pool's workers ahead of the first job (optional optimisation)."""
 

@@ -29,7 +29,7 @@ import select
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,8 @@ SEND_TICK_S = 0.1
 SUPERVISOR_FAILED = "the sandbox supervisor failed while the job ran"
 # Tries for a job whose worker fails before the job starts (the second on a new worker).
 START_ATTEMPTS = 2
+# Pools of `interact`'s first and second job.
+INTERACT_POOLS = ("interact-first", "interact-second")
 
 
 @dataclass(frozen=True)
@@ -274,6 +276,10 @@ class WorkerCallSession(CallSession):
         self._violations: list[str] = []
         self._read_limit = done_frame_limit(limits.output_bytes)
         self._lock = threading.Lock()
+        # A stream job's output goes here as it comes (see `interact`); writes to the
+        # worker are serialised, since a peer's relay writes from another thread.
+        self._on_out: Callable[[bytes, bool], None] | None = None
+        self._send_lock = threading.RLock()
 
     # -- reading
 
@@ -306,6 +312,8 @@ class WorkerCallSession(CallSession):
                 return frame.get("body")
             elif kind == "done":
                 self._finish_with(frame)
+            elif kind == "out" and self._on_out is not None:
+                self._on_out(base64.b64decode(frame.get("data") or ""), bool(frame.get("eof")))
         if want_answer is not None:
             raise CallEnded(self._done)
         return None
@@ -326,15 +334,16 @@ class WorkerCallSession(CallSession):
         self._send({"t": "ans", "id": ask_id, "body": reply})
 
     def _send(self, frame: dict[str, Any]) -> None:
-        if self._worker is None:
-            return
         try:
             data = encode_frame({**frame, "n": self._nonce})
         except FrameError:
             self._refuse()
             return
         try:
-            self._worker.send_bytes(data, self._deadline)
+            with self._send_lock:
+                if self._worker is None:
+                    return
+                self._worker.send_bytes(data, self._deadline)
         except WorkerTimeout:
             self._job_broke_worker(timed_out=True)  # past the call's deadline, or not reading
         except SandboxError:
@@ -392,12 +401,26 @@ class WorkerCallSession(CallSession):
         self._close(healthy=healthy)
 
     def _close(self, healthy: bool) -> None:
-        if self._worker is not None:
+        with self._send_lock:  # no peer's relay is half-written to a worker given back
             worker, self._worker = self._worker, None
+        if worker is not None:
             worker.jobs += 1
             if not healthy:
                 worker.kill()
             self._pool.release(worker, healthy)
+
+    def feed(self, data: bytes, eof: bool) -> None:
+        """Relay bytes (and the end of them) to a running stream job's stdin. Called from
+        the peer's thread; a worker that cannot take them is killed, which the thread
+        pumping this session then reports as the job's broken channel."""
+        frame = encode_frame({"t": "in", "n": self._nonce, "data": base64_text(data), "eof": eof})
+        with self._send_lock:
+            if self._worker is None:
+                return
+            try:
+                self._worker.send_bytes(frame, self._deadline)
+            except SandboxError:
+                self._worker.kill()
 
     # -- the CallSession interface
 
@@ -531,6 +554,43 @@ class WarmWorkerBackend(Sandbox):
             "env": job.env,
         }
         return self._start(spec, job.limits, "exec", (), None).wait()
+
+    def interact(self, first: Job, second: Job) -> tuple[JobResult, JobResult]:
+        """Both jobs at once on workers of two pools (taken in this order, so that
+        concurrent pairs cannot deadlock), each one's stdout relayed to the other's stdin
+        through this host as it comes. Each runs to its own end under its own limits."""
+        sessions: list[WorkerCallSession] = []
+        try:
+            for job, pool in zip((first, second), INTERACT_POOLS, strict=True):
+                spec = {"mode": "stream", "argv": job.command, "files": encode_files(job.files),
+                        "stdin": base64_text(job.stdin), "env": job.env}
+                sessions.append(self._start(spec, job.limits, pool, (), None))
+        except BaseException:
+            for started in sessions:
+                started.abort()
+            raise
+        one, other = sessions
+        one._on_out, other._on_out = other.feed, one.feed
+        results: list[JobResult | BaseException] = []
+
+        def pump_other() -> None:
+            try:
+                results.append(other.wait())
+            except BaseException as exc:  # handed to the caller's thread
+                results.append(exc)
+
+        thread = threading.Thread(target=pump_other, daemon=True, name="assay-interact")
+        thread.start()
+        try:
+            first_result = one.wait()
+        except BaseException:
+            other._send({"t": "abort"})
+            raise
+        finally:
+            thread.join()
+        if isinstance(results[0], BaseException):
+            raise results[0]
+        return first_result, results[0]
 
     def open(self, target: str, payload: Any, limits: Limits, *, pool: str = "default",
              preload: tuple[str, ...] = ()) -> CallSession:

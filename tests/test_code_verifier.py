@@ -113,7 +113,7 @@ def test_hidden_fields_are_hashed_in_public_view(code_verifier):
                                      "visible_io_cases": [{"stdin": "0\n", "stdout": "shown\n"}]})
     view = json.dumps(task.public_view())
     assert "SECRET-OUT" not in view and "shown" in view
-    assert code_verifier.describe()["hidden_fields"] == ["checker", "io_cases", "tests"]
+    assert code_verifier.describe()["hidden_fields"] == ["checker", "interactor", "io_cases", "tests"]
 
 
 # ------------------------------------------------------------------ extraction

@@ -480,7 +480,7 @@ def _job_main(spec: dict, isolation: Isolation, scratch: str, fds: tuple[int, in
         env = _job_environment(spec, scratch)
         _apply_limits(spec["limits"])
         _drop_capabilities()
-        if spec["mode"] == "exec":
+        if spec["mode"] in ("exec", "stream"):
             os.execvpe(spec["argv"][0], spec["argv"], env)
         _call_target(spec)
         code = 0
@@ -586,10 +586,15 @@ class JobSupervisor:
         cap = int(self.limits["output_bytes"])
         self.stdout, self.stderr = _Capture(out_r, cap), _Capture(err_r, cap)
         self.stdin_data = base64.b64decode(self.spec.get("stdin") or "")
+        # A stream job's stdin stays open for what the host relays (`in` frames) until the
+        # host says eof; its stdout goes to the host as `out` frames while it runs.
+        self.stream = self.spec["mode"] == "stream"
+        self.stdin_eof = not self.stream
+        self.stdin_closed = False
+        self.streamed = 0
         for fd in (self.chan, self.stdin_w, out_r, err_r, self.host_in, self.host_out):
             os.set_blocking(fd, False)
-        if not self.stdin_data:
-            os.close(self.stdin_w)
+        self._maybe_close_stdin()
         self.from_job = FrameReader(self.chan, JOB_MAX_FRAME)
         self.to_job = FrameWriter(self.chan)
         self.chan_open = True
@@ -604,7 +609,9 @@ class JobSupervisor:
             now = time.monotonic()
             if now >= self.deadline:
                 self._kill("timeout")
-            reads = [self.pidfd, *open_outputs]
+            # Backpressure: a stream job's next output is read once the last is out.
+            reads = [self.pidfd, *(fd for fd in open_outputs
+                                   if not (self.stream and fd == self.stdout.fd and self.to_host.pending))]
             if not self.from_host.eof:
                 reads.append(self.host_in)
             # Backpressure: take the job's next frame only once the last one is out.
@@ -620,6 +627,9 @@ class JobSupervisor:
                 if fd == self.pidfd and self._has_exited():
                     self.exited = True
                     self.isolation.after_job_exit(self.pid)
+                elif fd == self.stdout.fd and self.stream:
+                    if not self._stream_out():
+                        open_outputs.discard(fd)
                 elif fd in captures:
                     if not captures[fd].pump():
                         open_outputs.discard(fd)
@@ -632,7 +642,12 @@ class JobSupervisor:
 
     def _collect_leftovers(self) -> None:
         """After the job's exit: what it wrote before it died, and the host's frame in flight."""
-        self.stdout.drain()
+        if self.stream:
+            with contextlib.suppress(BlockingIOError, OSError):
+                while self._stream_out():
+                    pass
+        else:
+            self.stdout.drain()
         self.stderr.drain()
         if self.chan_open and not self.outcome:
             with contextlib.suppress(OSError):
@@ -704,9 +719,8 @@ class JobSupervisor:
             except BlockingIOError:
                 return
             except BrokenPipeError:
-                self.stdin_data = b""
-            if not self.stdin_data:
-                os.close(self.stdin_w)
+                self.stdin_data, self.stdin_eof = b"", True
+            self._maybe_close_stdin()
         elif fd == self.chan:
             try:
                 self.to_job.flush()
@@ -714,6 +728,35 @@ class JobSupervisor:
                 self._close_channel()  # the job closed its end: it can only lose answers
         elif fd == self.host_out:
             self.to_host.flush()
+
+    def _maybe_close_stdin(self) -> None:
+        if self.stdin_eof and not self.stdin_data and not self.stdin_closed:
+            self.stdin_closed = True
+            os.close(self.stdin_w)
+
+    def _stream_out(self) -> bool:
+        """Send what the stream job wrote to the host; False at its EOF or over the cap."""
+        chunk = os.read(self.stdout.fd, CAPTURE_CHUNK)
+        room = int(self.limits["output_bytes"]) - self.streamed
+        if chunk[:room]:
+            self.streamed += len(chunk[:room])
+            self.to_host.queue({"t": "out", "n": self.nonce, "data": base64.b64encode(chunk[:room]).decode()})
+        if not chunk or len(chunk) > room:
+            if chunk:
+                self.stdout.truncated = True
+                self._kill("output")
+            self.to_host.queue({"t": "out", "n": self.nonce, "eof": True})
+        with contextlib.suppress(OSError):
+            self.to_host.flush()
+        return bool(chunk) and len(chunk) <= room
+
+    def _on_stream_input(self, frame: dict) -> None:
+        """The host's relay to a stream job's stdin (the peer's output, or its end)."""
+        if not self.stream or frame.get("n") != self.nonce or self.stdin_closed:
+            return
+        self.stdin_data += base64.b64decode(frame.get("data") or "")
+        self.stdin_eof = self.stdin_eof or bool(frame.get("eof"))
+        self._maybe_close_stdin()
 
     def _on_job_readable(self) -> None:
         self.from_job.fill()
@@ -755,6 +798,8 @@ class JobSupervisor:
             while (frame := self.from_host.next()) is not None:
                 if frame.get("t") == "abort":
                     self._kill(None, "aborted by host")
+                elif frame.get("t") == "in":
+                    self._on_stream_input(frame)
                 elif self.chan_open:
                     self.to_job.queue(frame)
                     with contextlib.suppress(OSError):

@@ -51,9 +51,9 @@ class CodeTask(TaskBase):
     calling it, plus `entry_point`) and `io_cases` (stdin -> expected stdout) is given.
     """
 
-    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases", "checker"})
+    hidden_fields: ClassVar[frozenset[str]] = frozenset({"tests", "io_cases", "checker", "interactor"})
     # Added with the compiled languages: left out of the hash at their defaults.
-    hashed_when_set: ClassVar[frozenset[str]] = TaskBase.hashed_when_set | {"checker", "time_factor"}
+    hashed_when_set: ClassVar[frozenset[str]] = TaskBase.hashed_when_set | {"checker", "time_factor", "interactor"}
 
     language: Literal["python", "c", "cpp", "java", "javascript", "go", "rust"] = Field(
         "python", description="python: function tests or io_cases; the others: io_cases (docs/languages.md).")
@@ -75,6 +75,10 @@ class CodeTask(TaskBase):
     memory_mb: int = Field(512, ge=64, le=8192)
     output_bytes: int = Field(1_000_000, ge=1024, le=64_000_000)
     partial_credit: bool = False
+    # Interactive problems (verifiers/code/interactive.py): each io case's stdin is the
+    # interactor's input file and its stdout the interactor's answer file.
+    interactor: Checker | None = Field(
+        None, description="An interactor for io_cases, in a sandbox of its own (testlib conventions).")
 
     @model_validator(mode="after")
     def _check_shape(self) -> CodeTask:
@@ -97,6 +101,10 @@ class CodeTask(TaskBase):
                 raise ValueError("`io_cases` must not be empty")
             if self.visible_tests is not None:
                 raise ValueError("`visible_tests` go with `tests`, not `io_cases`")
+        if self.interactor is not None and self.io_cases is None:
+            raise ValueError("`interactor` goes with `io_cases` (the interactor's input and answer files)")
+        if self.interactor is not None and self.checker is not None:
+            raise ValueError("give at most one of `checker` and `interactor` (the interactor decides)")
         if self.prompt is not None and self.language == "python":
             try:
                 ast.parse(self.prompt)

@@ -28,6 +28,7 @@ from verifiers.code import certify, native, wire
 from verifiers.code.detectors import DETECTOR_FLAGS, SCAN, code_flags, start_scan
 from verifiers.code.extract import MAX_CODE_CHARS, STATIC_FLAGS, extract_code, static_flags
 from verifiers.code.feedback import code_feedback
+from verifiers.code.interactive import run_interactive
 from verifiers.code.languages import LANGUAGES
 from verifiers.code.runner import CANDIDATE_POOL, GRADER_POOL, RUN_FLAGS, TestRun, run_assert_test, run_io_case
 from verifiers.code.task import CodeTask
@@ -161,6 +162,8 @@ class CodeVerifier(Verifier):
         for name, hidden, spec in plan:
             if task.tests is not None:
                 run = run_assert_test(ctx.sandbox, task, program, name, spec, hidden)
+            elif task.interactor is not None:
+                run = run_interactive(ctx.sandbox, task, program, compiled, name, spec, hidden)
             elif compiled is not None:
                 run = native.run_case(ctx.sandbox, task, compiled, checker, name, spec, hidden)
             else:

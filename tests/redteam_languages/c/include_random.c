@@ -1,0 +1,2 @@
+#include </dev/random>
+int main(void) { return 0; }

