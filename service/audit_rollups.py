@@ -1,0 +1,195 @@
+"""Aggregates of the audit records kept as records are written (issue 27): the overview,
+the review queue's strata and the task statistics read these instead of scanning records.
+
+Two tables, filled by database triggers on `records` (service/migrations/versions/0012):
+
+- `rollup_hours`: per UTC hour (epoch hours), verifier, kind and key, a count `n`. Kinds:
+  `verdict` (key: the verdict), `flag` (key: a flag; every element of a record's flags),
+  `flag_review` (the same, errors left out), `stratum` (the review queue's strata of
+  non-error records: flagged / correct_unflagged / incorrect), `length` and
+  `length_correct` (key: the lower edge of a response-length band; errors and records
+  without a stored response left out), `latency` (key: a log-spaced duration bin, see
+  `latency_bin`), `groups` and `zv_groups` (key ''): groups with stored group statistics
+  whose first record of that hour this is, and how many of them had zero variance.
+- `rollup_tasks`: per task (content hash, registered id or ''), the curriculum tallies of
+  service/task_stats.py: attempts, judged attempts, sum of raw correctness, tokens, the
+  first record's seq and time, groups and zero-variance groups (raw correctness).
+
+A group is counted by the write that brings its first record (of the hour, or of the
+task): Assay writes all rows of a request in one statement, so a group's zero variance is
+decided over all of its responses. Rows of one group written by two separate requests
+count as two groups in the rollups (the raw queries count one).
+
+Postgres runs the statements once per INSERT statement over its transition table (set at a
+time, also for COPY), in a SECURITY DEFINER function owned by the schema owner, so the
+service's role reads the rollups but can never write them. The trigger takes one
+transaction-level advisory lock first: concurrent record writes then update the shared
+rollup rows one transaction after the other, never in crossed order (no deadlock).
+SQLite runs the same statements per inserted row.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Response-length bands of the overview (lower edges, chars); the last band is open.
+LENGTH_EDGES = (0, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
+# Latency bins: floor(ln(ms) * LATENCY_BINS_PER_E); a bin spans a factor e^(1/20) = 1.051.
+LATENCY_BINS_PER_E = 20
+LATENCY_FLOOR_MS = 0.001
+ZERO_VARIANCE_SPAN = 5e-7  # trainer_client.variance.ZERO_VARIANCE_SPAN
+ROLLUP_LOCK_KEY = 0x61737361795F7275  # any 64-bit constant
+
+RECORD_COLUMNS = ("seq", "id", "created_at", "verifier", "verdict", "flags", "response", "duration_ms",
+                  "group_id", "caller_key_id", "group_zero_variance", "task_id", "task_hash", "components", "tokens")
+
+
+def latency_bin(duration_ms: float) -> int:
+    return math.floor(math.log(max(duration_ms, LATENCY_FLOOR_MS)) * LATENCY_BINS_PER_E)
+
+
+def latency_bin_value(b: int) -> float:
+    """The value a bin stands for: its geometric middle (error at most 2.5%)."""
+    return math.exp((b + 0.5) / LATENCY_BINS_PER_E)
+
+
+def _dialect(dialect: str) -> dict[str, str]:
+    pg = dialect == "postgresql"
+    return {
+        "hour": ("floor(extract(epoch from r.created_at) / 3600)::bigint" if pg
+                 else "(CAST(strftime('%s', r.created_at) AS INTEGER) / 3600)"),
+        "hour_e": ("floor(extract(epoch from e.created_at) / 3600)::bigint" if pg
+                   else "(CAST(strftime('%s', e.created_at) AS INTEGER) / 3600)"),
+        # Postgres: the hour's own partition only.
+        "hour_range": ("AND e.created_at >= to_timestamp(g.hour * 3600) "
+                       "AND e.created_at < to_timestamp((g.hour + 1) * 3600)" if pg else ""),
+        "bin": (f"CAST(floor(ln(greatest(r.duration_ms, {LATENCY_FLOOR_MS})) * {LATENCY_BINS_PER_E}) AS INTEGER)"
+                if pg else
+                f"CAST(floor(ln(max(r.duration_ms, {LATENCY_FLOOR_MS})) * {LATENCY_BINS_PER_E}) AS INTEGER)"),
+        "flagjoin": ("CROSS JOIN LATERAL jsonb_array_elements_text(r.flags::jsonb) AS f(value)" if pg
+                     else "JOIN json_each(r.flags) AS f"),
+        "nflags": "json_array_length(r.flags)",
+        # Raw correctness: the `correctness` component's value (0 without one), NULL for errors.
+        "corr": ("CASE WHEN r.verdict = 'error' THEN NULL "
+                 "WHEN json_typeof(r.components -> 'correctness' -> 'value') = 'number' "
+                 "THEN (r.components -> 'correctness' ->> 'value')::float8 "
+                 "WHEN json_typeof(r.components -> 'correctness' -> 'value') = 'boolean' "
+                 "THEN CASE WHEN (r.components -> 'correctness' ->> 'value') = 'true' THEN 1.0 ELSE 0.0 END "
+                 "ELSE 0.0 END" if pg else
+                 "CASE WHEN r.verdict = 'error' THEN NULL "
+                 "ELSE CAST(coalesce(json_extract(r.components, '$.correctness.value'), 0.0) AS REAL) END"),
+        "least": "LEAST" if pg else "min",
+        "text": "text" if pg else "TEXT",
+    }
+
+
+def _length_band(d: dict[str, str]) -> str:
+    whens = " ".join(f"WHEN length(r.response) < {hi} THEN '{lo}'"
+                     for lo, hi in zip(LENGTH_EDGES, LENGTH_EDGES[1:], strict=False))
+    return f"CASE {whens} ELSE '{LENGTH_EDGES[-1]}' END"
+
+
+def rollup_statements(dialect: str, src: str) -> list[str]:
+    """The statements that add the rows of relation `src` (records' columns) to the rollups."""
+    d = _dialect(dialect)
+    hour, band = d["hour"], _length_band(d)
+    counts = f"""
+INSERT INTO rollup_hours (hour, verifier, kind, key, n)
+SELECT hour, verifier, kind, key, count(*) FROM (
+  SELECT {hour} AS hour, r.verifier AS verifier, 'verdict' AS kind, r.verdict AS key FROM {src} r
+  UNION ALL SELECT {hour}, r.verifier, 'latency', CAST({d['bin']} AS {d['text']}) FROM {src} r
+  UNION ALL SELECT {hour}, r.verifier, 'stratum',
+      CASE WHEN {d['nflags']} > 0 THEN 'flagged' WHEN r.verdict = 'correct' THEN 'correct_unflagged'
+           ELSE 'incorrect' END FROM {src} r WHERE r.verdict <> 'error'
+  UNION ALL SELECT {hour}, r.verifier, 'length', {band} FROM {src} r
+      WHERE r.response IS NOT NULL AND r.verdict <> 'error'
+  UNION ALL SELECT {hour}, r.verifier, 'length_correct', {band} FROM {src} r
+      WHERE r.response IS NOT NULL AND r.verdict = 'correct'
+  UNION ALL SELECT {hour}, r.verifier, 'flag', f.value FROM {src} r {d['flagjoin']}
+  UNION ALL SELECT {hour}, r.verifier, 'flag_review', f.value FROM {src} r {d['flagjoin']} WHERE r.verdict <> 'error'
+) x WHERE true GROUP BY hour, verifier, kind, key ORDER BY hour, verifier, kind, key
+ON CONFLICT (hour, verifier, kind, key) DO UPDATE SET n = rollup_hours.n + excluded.n"""
+    groups = f"""
+INSERT INTO rollup_hours (hour, verifier, kind, key, n)
+SELECT hour, verifier, kind, '', count(*) FROM (
+  SELECT g.hour AS hour, g.verifier AS verifier, 'groups' AS kind FROM ({{new_groups}}) g
+  UNION ALL SELECT g.hour, g.verifier, 'zv_groups' FROM ({{new_groups}}) g WHERE g.zv = 1
+) x WHERE true GROUP BY hour, verifier, kind ORDER BY hour, verifier, kind
+ON CONFLICT (hour, verifier, kind, key) DO UPDATE SET n = rollup_hours.n + excluded.n"""
+    new_groups = f"""
+SELECT g.* FROM (
+  SELECT {hour} AS hour, r.verifier AS verifier, r.caller_key_id AS caller, r.group_id AS group_id,
+         min(r.seq) AS first_seq, max(CASE WHEN r.group_zero_variance THEN 1 ELSE 0 END) AS zv
+  FROM {src} r WHERE r.group_id IS NOT NULL AND r.group_zero_variance IS NOT NULL
+  GROUP BY {hour}, r.verifier, r.caller_key_id, r.group_id) g
+WHERE NOT EXISTS (SELECT 1 FROM records e WHERE e.group_id = g.group_id
+  AND e.caller_key_id IS NOT DISTINCT FROM g.caller AND e.verifier = g.verifier
+  AND e.group_zero_variance IS NOT NULL AND e.seq < g.first_seq AND {d['hour_e']} = g.hour {d['hour_range']})"""
+    groups = groups.replace("{new_groups}", new_groups)
+    judged = f"(SELECT r.*, {d['corr']} AS c FROM {src} r)"
+    upsert = (f"ON CONFLICT (task_hash, task_id) DO UPDATE SET "
+              f"first_seq = {d['least']}(rollup_tasks.first_seq, excluded.first_seq), "
+              f"first_at = {d['least']}(rollup_tasks.first_at, excluded.first_at), "
+              + ", ".join(f"{c} = rollup_tasks.{c} + excluded.{c}" for c in
+                          ("attempts", "judged", "correct_sum", "tokens_n", "tokens_sum", "groups", "zv_groups")))
+    columns = ("task_hash, task_id, verifier, first_seq, first_at, attempts, judged, correct_sum, tokens_n, "
+               "tokens_sum, groups, zv_groups")
+    tasks = f"""
+INSERT INTO rollup_tasks ({columns})
+SELECT r.task_hash, coalesce(r.task_id, ''), min(r.verifier), min(r.seq), min(r.created_at), count(*), count(r.c),
+       coalesce(sum(r.c), 0.0), count(r.tokens), coalesce(sum(r.tokens), 0), 0, 0
+FROM {judged} r WHERE true GROUP BY r.task_hash, coalesce(r.task_id, '') ORDER BY 1, 2
+{upsert}"""
+    task_groups = f"""
+INSERT INTO rollup_tasks ({columns})
+SELECT g.task_hash, g.tid, min(g.verifier), min(g.first_seq), min(g.first_at), 0, 0, 0.0, 0, 0, count(*), sum(g.zv)
+FROM (
+  SELECT r.task_hash AS task_hash, coalesce(r.task_id, '') AS tid, min(r.verifier) AS verifier,
+         r.caller_key_id AS caller, r.group_id AS group_id, min(r.seq) AS first_seq, min(r.created_at) AS first_at,
+         CASE WHEN count(r.c) < 2 OR max(r.c) - min(r.c) <= {ZERO_VARIANCE_SPAN} THEN 1 ELSE 0 END AS zv
+  FROM {judged} r WHERE r.group_id IS NOT NULL
+  GROUP BY r.task_hash, coalesce(r.task_id, ''), r.caller_key_id, r.group_id) g
+WHERE NOT EXISTS (SELECT 1 FROM records e WHERE e.group_id = g.group_id
+  AND e.caller_key_id IS NOT DISTINCT FROM g.caller AND e.task_hash = g.task_hash
+  AND coalesce(e.task_id, '') = g.tid AND e.seq < g.first_seq)
+GROUP BY g.task_hash, g.tid ORDER BY 1, 2
+{upsert}"""
+    return [counts, groups, tasks, task_groups]
+
+
+RECORD_KEYS = """
+INSERT INTO record_keys (record_id, created_at, caller_key_id, request_id, submission_id, submission_index,
+                         chain_id, chain_index)
+SELECT id, created_at, caller_key_id, request_id, submission_id, submission_index, chain_id, chain_index
+FROM new_rows"""
+
+
+def postgres_trigger_statements(schema: str) -> list[str]:
+    """The AFTER INSERT statement trigger on the partitioned `records`: unique keys, then rollups."""
+    body = ";\n".join([f"PERFORM pg_advisory_xact_lock({ROLLUP_LOCK_KEY})", RECORD_KEYS,
+                       *rollup_statements("postgresql", "new_rows")])
+    return [
+        f"""CREATE OR REPLACE FUNCTION assay_records_after_insert() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = "{schema}", pg_temp AS $fn$
+BEGIN
+{body};
+RETURN NULL;
+END $fn$""",
+        "REVOKE ALL ON FUNCTION assay_records_after_insert() FROM PUBLIC",
+        "DROP TRIGGER IF EXISTS records_after_insert ON records",
+        "CREATE TRIGGER records_after_insert AFTER INSERT ON records REFERENCING NEW TABLE AS new_rows "
+        "FOR EACH STATEMENT EXECUTE FUNCTION assay_records_after_insert()",
+    ]
+
+
+def sqlite_trigger_statements() -> list[str]:
+    """A per-row AFTER INSERT trigger: the same statements over the one new row."""
+    src = "(SELECT " + ", ".join(f"NEW.{c} AS {c}" for c in RECORD_COLUMNS) + ")"
+    body = ";\n".join(rollup_statements("sqlite", src))
+    return ["DROP TRIGGER IF EXISTS records_rollups",
+            f"CREATE TRIGGER records_rollups AFTER INSERT ON records BEGIN\n{body};\nEND"]
+
+
+def backfill_statements(dialect: str) -> list[str]:
+    """Rollups of the records already stored (the migration of an existing SQLite store)."""
+    return rollup_statements(dialect, "(SELECT * FROM records)")
