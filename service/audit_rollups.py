@@ -79,6 +79,7 @@ def _dialect(dialect: str) -> dict[str, str]:
                  "CASE WHEN r.verdict = 'error' THEN NULL "
                  "ELSE CAST(coalesce(json_extract(r.components, '$.correctness.value'), 0.0) AS REAL) END"),
         "least": "LEAST" if pg else "min",
+        "greatest": "GREATEST" if pg else "max",
         "text": "text" if pg else "TEXT",
     }
 
@@ -109,11 +110,11 @@ SELECT hour, verifier, kind, key, count(*) FROM (
   UNION ALL SELECT {hour}, r.verifier, 'flag_review', f.value FROM {src} r {d['flagjoin']} WHERE r.verdict <> 'error'
 ) x WHERE true GROUP BY hour, verifier, kind, key ORDER BY hour, verifier, kind, key
 ON CONFLICT (hour, verifier, kind, key) DO UPDATE SET n = rollup_hours.n + excluded.n"""
-    groups = f"""
+    groups = """
 INSERT INTO rollup_hours (hour, verifier, kind, key, n)
 SELECT hour, verifier, kind, '', count(*) FROM (
-  SELECT g.hour AS hour, g.verifier AS verifier, 'groups' AS kind FROM ({{new_groups}}) g
-  UNION ALL SELECT g.hour, g.verifier, 'zv_groups' FROM ({{new_groups}}) g WHERE g.zv = 1
+  SELECT g.hour AS hour, g.verifier AS verifier, 'groups' AS kind FROM ({new_groups}) g
+  UNION ALL SELECT g.hour, g.verifier, 'zv_groups' FROM ({new_groups}) g WHERE g.zv = 1
 ) x WHERE true GROUP BY hour, verifier, kind ORDER BY hour, verifier, kind
 ON CONFLICT (hour, verifier, kind, key) DO UPDATE SET n = rollup_hours.n + excluded.n"""
     new_groups = f"""
@@ -140,19 +141,34 @@ SELECT r.task_hash, coalesce(r.task_id, ''), min(r.verifier), min(r.seq), min(r.
        coalesce(sum(r.c), 0.0), count(r.tokens), coalesce(sum(r.tokens), 0), 0, 0
 FROM {judged} r WHERE true GROUP BY r.task_hash, coalesce(r.task_id, '') ORDER BY 1, 2
 {upsert}"""
+    # Groups per task, exact however a group's rows arrive: each write compares the group's
+    # rows before it (count, raw correctness span) with the group after it, and adds the change
+    # (a new group; a zero-variance group that stops being one, or becomes one).
+    span, least, greatest = ZERO_VARIANCE_SPAN, d["least"], d["greatest"]
+    corr_e = d["corr"].replace("r.", "e.")
     task_groups = f"""
 INSERT INTO rollup_tasks ({columns})
-SELECT g.task_hash, g.tid, min(g.verifier), min(g.first_seq), min(g.first_at), 0, 0, 0.0, 0, 0, count(*), sum(g.zv)
+SELECT g.task_hash, g.tid, min(g.verifier), min(g.first_seq), min(g.first_at), 0, 0, 0.0, 0, 0,
+       sum(CASE WHEN p.pr IS NULL THEN 1 ELSE 0 END),
+       sum((CASE WHEN coalesce(p.pn, 0) + g.bn < 2 THEN 1
+                 WHEN {greatest}(coalesce(p.pmax, g.bmax), coalesce(g.bmax, p.pmax))
+                      - {least}(coalesce(p.pmin, g.bmin), coalesce(g.bmin, p.pmin)) <= {span} THEN 1 ELSE 0 END)
+           - (CASE WHEN p.pr IS NULL THEN 0 WHEN p.pn < 2 OR p.pmax - p.pmin <= {span} THEN 1 ELSE 0 END))
 FROM (
   SELECT r.task_hash AS task_hash, coalesce(r.task_id, '') AS tid, min(r.verifier) AS verifier,
          r.caller_key_id AS caller, r.group_id AS group_id, min(r.seq) AS first_seq, min(r.created_at) AS first_at,
-         CASE WHEN count(r.c) < 2 OR max(r.c) - min(r.c) <= {ZERO_VARIANCE_SPAN} THEN 1 ELSE 0 END AS zv
+         count(r.c) AS bn, min(r.c) AS bmin, max(r.c) AS bmax
   FROM {judged} r WHERE r.group_id IS NOT NULL
   GROUP BY r.task_hash, coalesce(r.task_id, ''), r.caller_key_id, r.group_id) g
-WHERE NOT EXISTS (SELECT 1 FROM records e WHERE e.group_id = g.group_id
-  AND e.caller_key_id IS NOT DISTINCT FROM g.caller AND e.task_hash = g.task_hash
-  AND coalesce(e.task_id, '') = g.tid AND e.seq < g.first_seq)
-GROUP BY g.task_hash, g.tid ORDER BY 1, 2
+LEFT JOIN (
+  SELECT e.task_hash AS task_hash, coalesce(e.task_id, '') AS tid, e.caller_key_id AS caller, e.group_id AS group_id,
+         count(*) AS pr, count(e.c) AS pn, min(e.c) AS pmin, max(e.c) AS pmax
+  FROM (SELECT e.*, {corr_e} AS c FROM records e
+        WHERE e.group_id IN (SELECT r.group_id FROM {src} r WHERE r.group_id IS NOT NULL)
+          AND e.seq < (SELECT min(r.seq) FROM {src} r)) e
+  GROUP BY e.task_hash, coalesce(e.task_id, ''), e.caller_key_id, e.group_id) p
+ON p.task_hash = g.task_hash AND p.tid = g.tid AND p.caller IS NOT DISTINCT FROM g.caller AND p.group_id = g.group_id
+WHERE true GROUP BY g.task_hash, g.tid ORDER BY 1, 2
 {upsert}"""
     return [counts, groups, tasks, task_groups]
 

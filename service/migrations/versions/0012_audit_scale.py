@@ -112,7 +112,7 @@ def _partition_records(bind: sa.Connection) -> None:
     op.execute(f"CREATE TABLE {audit_partitions.DEFAULT_PARTITION} PARTITION OF records DEFAULT")
     audit_partitions.create_partitions(bind, days)
     audit_partitions.ensure_ahead(bind, today=datetime.now(UTC).date())
-    for name, definition, primary in indexes:
+    for _name, definition, primary in indexes:
         if primary:
             continue
         definition = definition.replace("CREATE UNIQUE INDEX", "CREATE INDEX", 1)
