@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-DAYS_AHEAD = 60
+DAYS_AHEAD = 14
 DEFAULT_PARTITION = "records_default"
 # Unique on the models, plain indexes on partitioned Postgres records (record_keys is unique).
 UNIQUE_ON_RECORD_KEYS = frozenset({"uq_records_chain", "uq_records_submission_index", "uq_records_caller_request",

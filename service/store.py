@@ -414,7 +414,10 @@ class AuditStore:
         from service.audit_chain import ChainWriter
         if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
+        connect_args: dict[str, Any] = {"timeout": 30} if url.startswith("sqlite") else {}
+        if url.startswith("postgresql"):
+            # JIT compiling the audit's aggregate queries costs seconds and saves nothing here.
+            connect_args["options"] = "-c jit=off"
         self.engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
