@@ -129,10 +129,9 @@ def assert_same_overview(exact: dict, rolled: dict) -> None:
         for x, y in zip(a["buckets"], b["buckets"], strict=True):
             for key in ("n", "rates", "flag_rates", "zero_variance_share"):
                 assert y[key] == pytest.approx(x[key]), (a["name"], x["start"], key)
-        # Percentiles from log-spaced bins: within half a bin (2.5%) of percentile_cont, or the
-        # neighbouring order statistic's bin.
+        # Percentiles from log-spaced bins: each order statistic within half a bin (2.5%).
         for p_exact, p_binned in zip(a["latency_ms"], b["latency_ms"], strict=True):
-            assert p_binned == pytest.approx(p_exact, rel=0.35)
+            assert p_binned == pytest.approx(p_exact, rel=0.03)
 
 
 def test_rollups_answer_as_the_records_do(url: str):
@@ -219,7 +218,7 @@ def test_export_lines_are_the_api_records(url: str):
 @pytest.mark.postgres
 def test_postgres_records_are_partitioned_by_day_and_keys_stay_unique(database: str):  # noqa: F811
     store = AuditStore(database)
-    fill(store, n_groups=20)
+    fill(store, n_groups=30)
     with store.engine.connect() as conn:
         assert audit_partitions.is_partitioned(conn)
         parts = dict((n, d) for d, n in audit_partitions.day_partitions(conn))
@@ -259,7 +258,8 @@ def test_existing_postgres_deployment_is_migrated_with_its_rollups(database: str
     values = []
     for rows in requests:
         for r in rows:
-            values.append({c.name: getattr(r, c.name) for c in old.tables["records"].columns if c.name != "seq"})
+            values.append({**{c.name: getattr(r, c.name) for c in old.tables["records"].columns if c.name != "seq"},
+                           "masked": False})
     with engine.begin() as conn:
         conn.execute(old.tables["records"].insert(), values)
         before = [tuple(r) for r in conn.execute(sa.text("SELECT * FROM records ORDER BY seq"))]
@@ -297,7 +297,6 @@ def test_archive_round_trip_loses_nothing_and_chains_continue(database: str, tmp
         store.append(rows, [])
     before = {r.id: json.loads(record_out(r).model_dump_json()) for r in stored(store)}
     old_ids = {r.id for rows in old for r in rows}
-    overview_before = overview(store, OverviewFilter(since="2000-01-01"), exact_limit=0)
     out = subprocess.run([sys.executable, "-m", "service.cli", "audit", "archive", "--before",
                           str(NOW.date() - timedelta(days=1)), "--out", str(tmp_path / "archive")], cwd=REPO,
                          capture_output=True, text=True, timeout=300,
@@ -324,8 +323,9 @@ def test_archive_round_trip_loses_nothing_and_chains_continue(database: str, tmp
     assert report.intact, report.summary()["problems"]
     assert report.summary()["chains"]["records"]["arch.0"]["archived"] == len(old_ids)
     # The rollups still count the archived records.
-    assert overview(AuditStore(database), OverviewFilter(since="2000-01-01"), exact_limit=0)["verifiers"][0]["n"] \
-        >= overview_before["verifiers"][0]["n"]
+    with store.engine.connect() as conn:
+        counted = conn.execute(sa.text("SELECT sum(n) FROM rollup_hours WHERE kind = 'verdict'")).scalar()
+    assert counted == len(before) + sum(len(rows) for rows in new[3:])
     # A tampered archive is refused by verify-archive.
     import gzip
     with gzip.open(path, "rt") as f:
