@@ -136,3 +136,8 @@ def is_derived(table: str) -> bool:
     """Tables whose rows are derived from records (rollups, keys) or hold records' rows
     again (Postgres partitions, which the parent `records` lists)."""
     return table in DERIVED_TABLES or table == DEFAULT_PARTITION or day_of(table) is not None
+
+
+def is_partition(table: str) -> bool:
+    """A partition of records: the service's role gets nothing on it (it reads and writes through `records`)."""
+    return table == DEFAULT_PARTITION or day_of(table) is not None

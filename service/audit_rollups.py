@@ -36,8 +36,8 @@ import math
 
 # Response-length bands of the overview (lower edges, chars); the last band is open.
 LENGTH_EDGES = (0, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
-# Latency bins: floor(ln(ms) * LATENCY_BINS_PER_E); a bin spans a factor e^(1/20) = 1.051.
-LATENCY_BINS_PER_E = 20
+# Latency bins: floor(ln(ms) * LATENCY_BINS_PER_E); a bin spans a factor e^(1/10) = 1.105.
+LATENCY_BINS_PER_E = 10
 LATENCY_FLOOR_MS = 0.001
 ZERO_VARIANCE_SPAN = 5e-7  # trainer_client.variance.ZERO_VARIANCE_SPAN
 GROUP_LOOKBACK = "1 day"
@@ -52,7 +52,7 @@ def latency_bin(duration_ms: float) -> int:
 
 
 def latency_bin_value(b: int) -> float:
-    """The value a bin stands for: its geometric middle (error at most 2.5%)."""
+    """The value a bin stands for: its geometric middle (error at most 5.1%)."""
     return math.exp((b + 0.5) / LATENCY_BINS_PER_E)
 
 

@@ -129,9 +129,9 @@ def assert_same_overview(exact: dict, rolled: dict) -> None:
         for x, y in zip(a["buckets"], b["buckets"], strict=True):
             for key in ("n", "rates", "flag_rates", "zero_variance_share"):
                 assert y[key] == pytest.approx(x[key]), (a["name"], x["start"], key)
-        # Percentiles from log-spaced bins: each order statistic within half a bin (2.5%).
+        # Percentiles from log-spaced bins: each order statistic within half a bin (5.1%).
         for p_exact, p_binned in zip(a["latency_ms"], b["latency_ms"], strict=True):
-            assert p_binned == pytest.approx(p_exact, rel=0.03)
+            assert p_binned == pytest.approx(p_exact, rel=0.052)
 
 
 def test_rollups_answer_as_the_records_do(url: str):
