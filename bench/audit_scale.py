@@ -200,7 +200,9 @@ def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool) ->
             print(f"  {done:,} records, {time.perf_counter() - started:.0f} s", flush=True)
         if bulk:
             for name, definition in indexes:
-                conn.execute(definition if not name.startswith("uq_record_keys_request") else
+                # pg_indexes names a partitioned index "ON ONLY records": build it on every partition.
+                recursive = definition.replace(" ON ONLY ", " ON ")
+                conn.execute(recursive if not name.startswith("uq_record_keys_request") else
                              f'ALTER TABLE record_keys ADD CONSTRAINT "{name}" UNIQUE (caller_key_id, request_id)')
                 conn.commit()
             print(f"  indexes built, {time.perf_counter() - started:.0f} s", flush=True)
