@@ -90,6 +90,8 @@ class RecordRow(Chained, Base):
         Index("uq_records_submission_index", "submission_id", "submission_index", unique=True),
         # Per-run series (/v1/runs): every run query filters on the run, then groups by step.
         Index("ix_records_run_step", "run_id", "run_step", "seq"),
+        # Records of a task by content hash (issue 27: /v1/records?task_hash= at scale).
+        Index("ix_records_task_hash_seq", "task_hash", "seq"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

@@ -89,6 +89,9 @@ def upgrade() -> None:
         op.execute(statement)
     if dialect == "postgresql":
         _partition_records(bind)
+    op.create_index("ix_records_task_hash_seq", "records", ["task_hash", "seq"])
+    if dialect == "postgresql":
+        op.execute("ANALYZE records")
     elif dialect == "sqlite":
         for statement in audit_rollups.backfill_statements("sqlite"):
             op.execute(statement)
