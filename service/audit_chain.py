@@ -228,6 +228,11 @@ class ChainWriter:
             last = s.execute(select(model.chain_index, model.chain_hash)  # type: ignore[attr-defined]
                              .where(model.chain_id == lane.chain_id)  # type: ignore[attr-defined]
                              .order_by(model.chain_index.desc()).limit(1)).first()  # type: ignore[attr-defined]
+            if last is None and lane.table == "records":  # every row of the chain archived?
+                from service.audit_archive import archived_tips
+                tip = archived_tips(s).get(lane.chain_id)
+                if tip is not None:
+                    return tip[0] + 1, tip[1]
         return (0, GENESIS) if last is None else (last[0] + 1, last[1])
 
     # ------------------------------------------------------------- signed heads

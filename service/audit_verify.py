@@ -59,6 +59,7 @@ class ChainState:
     prev: str = GENESIS
     last_seq: int | None = None
     signed_to: int | None = None  # the highest index a valid signed head vouches for
+    archived: int = 0  # rows before the first one here, in archives (`assay audit archive`)
     after_good: str | None = None  # the first row after the last matching signed head
     broken: bool = False
 
@@ -76,8 +77,9 @@ class Report:
         return not self.problems
 
     def summary(self) -> dict[str, Any]:
-        chains = {table: {cid: {"rows": st.rows, "signed_to_index": st.signed_to,
-                                "unsigned": st.rows - (st.signed_to + 1 if st.signed_to is not None else 0)}
+        chains = {table: {cid: {"rows": st.rows, "archived": st.archived, "signed_to_index": st.signed_to,
+                                "unsigned": st.rows if st.signed_to is None else
+                                max(0, min(st.rows, st.archived + st.rows - st.signed_to - 1))}
                           for cid, st in states.items()} for table, states in self.chains.items()}
         return {"intact": self.intact, "problems": [p.as_dict() for p in self.problems], "chains": chains,
                 "legacy_unchained": self.legacy, "signed_heads": self.heads, "newest_signed_head": self.newest_head}
@@ -166,6 +168,11 @@ def _rows(store: AuditStore, model: Any) -> Iterator[Any]:
 def _check_table(store: AuditStore, table: str, heads: dict[str, dict[int, tuple[str, int]]], report: Report) -> None:
     model = CHAINED_TABLES[table]
     states = report.chains.setdefault(table, {})
+    if table == "records":  # chains that continue after archived rows start at the last archived one
+        from service.audit_archive import archived_tips
+        with store.db() as s:
+            for chain_id, (index, last_hash) in archived_tips(s).items():
+                states[chain_id] = ChainState(next_index=index + 1, prev=last_hash, archived=index + 1)
     has_seq = "seq" in model.__table__.columns
     first_chained_seq: int | None = None
     for row in _rows(store, model):

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from service.auth import SCOPES
+from service.cli_audit import add_commands as add_audit_commands
 from service.cli_certify import add_commands as add_certification_commands
 from service.config import Settings
 
@@ -377,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = sub.add_parser("audit", help="read the audit log")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True)
+    add_audit_commands(audit_sub)  # archive, verify-archive, partitions (service/cli_audit.py)
     for name in ("list", "export"):
         p = audit_sub.add_parser(name)
         p.add_argument("--verifier")

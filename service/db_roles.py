@@ -45,6 +45,12 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     "run_alarms": APPEND_ONLY,
     "env_sessions": WORKING_STATE,
     "ui_sessions": frozenset({"SELECT", "INSERT", "DELETE"}),
+    # issue 27: derived from records by the insert trigger (a SECURITY DEFINER function of the
+    # owner), so the service's role only reads them; archives are written by the owner.
+    "rollup_hours": READ,
+    "rollup_tasks": READ,
+    "record_keys": READ,
+    "audit_archives": READ,
     "alembic_version": READ,
 }
 # Sequences behind autoincrement keys: take the next value, nothing else (no setval).

@@ -6,6 +6,10 @@ from __future__ import annotations
 import math
 import random
 import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, exists, func, select, union_all
 
 from service.auth import Caller
 from service.errors import LabelLimit, RecordNotFound
@@ -17,7 +21,7 @@ from service.inspection_schemas import (
     Stratum,
     VerifierReview,
 )
-from service.store import AuditStore, LabelRow, RecordRow
+from service.store import AuditStore, LabelRow, RecordRow, RollupHourRow
 
 WILSON_Z = 1.959964  # two-sided 95%
 STRATA: tuple[Stratum, ...] = ("flagged", "correct_unflagged", "incorrect")
@@ -76,30 +80,124 @@ def stratum_of(row: RecordRow, flag: str | None) -> Stratum | None:
     return "correct_unflagged" if row.verdict == "correct" else "incorrect"
 
 
+# A stratum with at most this many unlabelled records is sampled exactly (its ids read through
+# the indexes, then sampled); a larger one by probes (`_probe_sample`).
+SMALL_STRATUM = 2000
+
+
 def review_queue(store: AuditStore, verifier: str | None, flag: str | None, n: int,
                  seed: int | None = None) -> tuple[list[tuple[Stratum, RecordRow]], dict[str, int]]:
     """A stratified sample of unlabelled records: each stratum gets an equal share of n
-    (what one stratum lacks goes to the others), sampled uniformly by reservoir."""
-    labelled = store.labelled_record_ids()
+    (what one stratum lacks goes to the others), drawn at random. No scan of the records:
+    the strata's sizes come from the hourly rollups less the labelled records; a stratum
+    of up to SMALL_STRATUM records is sampled uniformly from its ids, a larger one by probes."""
     rng = random.Random(seed)
-    reservoirs: dict[Stratum, list[RecordRow]] = {s: [] for s in STRATA}
+    strata = [s for s in STRATA if flag is None or s == "flagged"]
+    per_hour = _stratum_hours(store, verifier, flag)
+    labelled = _labelled_strata(store, verifier, flag)
     seen: dict[Stratum, int] = dict.fromkeys(STRATA, 0)
-    for row in store.iter_all(verifier=verifier):
-        if row.id in labelled:
+    for s in strata:
+        seen[s] = max(0, sum(per_hour[s].values()) - labelled[s])
+    quotas = _quotas(n, {s: min(n, seen[s]) for s in STRATA})
+    picked: list[tuple[Stratum, RecordRow]] = []
+    for s in STRATA:
+        if quotas[s] == 0:
             continue
-        stratum = stratum_of(row, flag)
-        if stratum is None:
-            continue
-        seen[stratum] += 1
-        pool = reservoirs[stratum]
-        if len(pool) < n:
-            pool.append(row)
+        condition = _stratum_condition(store, s, verifier, flag)
+        if seen[s] <= SMALL_STRATUM:
+            rows = _exact_sample(store, condition, quotas[s], rng)
         else:
-            j = rng.randrange(seen[stratum])
-            if j < n:
-                pool[j] = row
-    quotas = _quotas(n, {s: len(reservoirs[s]) for s in STRATA})
-    return [(s, row) for s in STRATA for row in reservoirs[s][:quotas[s]]], dict(seen)
+            rows = _probe_sample(store, condition, per_hour[s], quotas[s], rng)
+        picked += [(s, row) for row in rows]
+    return picked, dict(seen)
+
+
+def _stratum_hours(store: AuditStore, verifier: str | None, flag: str | None) -> dict[Stratum, dict[int, int]]:
+    """Per stratum, its records per hour (labelled ones included), from the rollups."""
+    stmt = select(RollupHourRow.key, RollupHourRow.hour, func.sum(RollupHourRow.n))
+    if flag is None:
+        stmt = stmt.where(RollupHourRow.kind == "stratum")
+    else:
+        stmt = stmt.where(RollupHourRow.kind == "flag_review", RollupHourRow.key == flag)
+    if verifier is not None:
+        stmt = stmt.where(RollupHourRow.verifier == verifier)
+    out: dict[Stratum, dict[int, int]] = {s: {} for s in STRATA}
+    with store.db() as s:
+        for key, hour, count in s.execute(stmt.group_by(RollupHourRow.key, RollupHourRow.hour)):
+            out["flagged" if flag is not None else key][int(hour)] = int(count)
+    return out
+
+
+def _labelled_strata(store: AuditStore, verifier: str | None, flag: str | None) -> dict[Stratum, int]:
+    """How many labelled records each stratum holds (labels are few: read them)."""
+    stmt = select(RecordRow.verdict, RecordRow.flags).where(
+        RecordRow.id.in_(select(LabelRow.record_id).distinct()))
+    if verifier is not None:
+        stmt = stmt.where(RecordRow.verifier == verifier)
+    counts: dict[Stratum, int] = dict.fromkeys(STRATA, 0)
+    with store.db() as s:
+        for verdict, flags in s.execute(stmt):
+            probe = RecordRow(verdict=verdict, flags=flags)
+            stratum = stratum_of(probe, flag)
+            if stratum is not None:
+                counts[stratum] += 1
+    return counts
+
+
+def _stratum_condition(store: AuditStore, stratum: Stratum, verifier: str | None, flag: str | None) -> Any:
+    flagged = store.has_flag(flag) if flag is not None else func.json_array_length(RecordRow.flags) > 0
+    unflagged = func.json_array_length(RecordRow.flags) == 0
+    by_stratum = {"flagged": flagged, "correct_unflagged": and_(RecordRow.verdict == "correct", unflagged),
+                  "incorrect": and_(RecordRow.verdict != "correct", unflagged)}
+    parts = [RecordRow.verdict != ERROR_VERDICT, by_stratum[stratum],
+             ~exists(select(LabelRow.seq).where(LabelRow.record_id == RecordRow.id))]
+    if verifier is not None:
+        parts.append(RecordRow.verifier == verifier)
+    return and_(*parts)
+
+
+def _exact_sample(store: AuditStore, condition: Any, k: int, rng: random.Random) -> list[RecordRow]:
+    with store.db() as s:
+        seqs = sorted(s.scalars(select(RecordRow.seq).where(condition)))
+        chosen = rng.sample(seqs, min(k, len(seqs)))
+        found = {r.seq: r for r in s.scalars(select(RecordRow).where(RecordRow.seq.in_(chosen)))} if chosen else {}
+    return [found[q] for q in chosen if q in found]
+
+
+PROBE_ATTEMPTS = 2  # probes per wanted record, in one statement (a second round if too few hit)
+
+
+def _probe_sample(store: AuditStore, condition: Any, per_hour: dict[int, int], k: int,
+                  rng: random.Random) -> list[RecordRow]:
+    """k distinct records: an hour drawn in proportion to the stratum's records in it (exact,
+    from the rollups), then the first matching record after a uniform moment of that hour
+    (a probe that finds none is drawn again, in a second round). Close to uniform: within an
+    hour, a record after a longer quiet spell is a little likelier. All probes of a round go to
+    the database as one statement of index lookups."""
+    hours = sorted(h for h, c in per_hour.items() if c > 0)
+    if not hours:
+        return []
+    weights = [per_hour[h] for h in hours]
+    picked: list[int] = []
+    for _ in range(3):
+        probes = []
+        for _ in range((k - len(picked)) * PROBE_ATTEMPTS):
+            hour = rng.choices(hours, weights)[0]
+            start = datetime.fromtimestamp(hour * 3600, UTC)
+            moment = start + timedelta(seconds=rng.random() * 3600)
+            probes.append(select(RecordRow.seq.label("seq")).where(
+                condition, RecordRow.created_at >= moment, RecordRow.created_at < start + timedelta(hours=1))
+                .order_by(RecordRow.created_at, RecordRow.seq).limit(1).subquery().select())
+        with store.db() as s:
+            found = [row.seq for row in s.execute(union_all(*probes))] if probes else []
+        for seq in found:
+            if seq not in picked and len(picked) < k:
+                picked.append(seq)
+        if len(picked) == k:
+            break
+    with store.db() as s:
+        rows = {r.seq: r for r in s.scalars(select(RecordRow).where(RecordRow.seq.in_(picked)))} if picked else {}
+    return [rows[q] for q in picked if q in rows]
 
 
 def _quotas(n: int, available: dict[Stratum, int]) -> dict[Stratum, int]:

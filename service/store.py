@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -90,6 +91,8 @@ class RecordRow(Chained, Base):
         Index("uq_records_submission_index", "submission_id", "submission_index", unique=True),
         # Per-run series (/v1/runs): every run query filters on the run, then groups by step.
         Index("ix_records_run_step", "run_id", "run_step", "seq"),
+        # Records of a task by content hash (issue 27: /v1/records?task_hash= at scale).
+        Index("ix_records_task_hash_seq", "task_hash", "seq"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -329,6 +332,72 @@ class VerifierDiffRow(Base):
     caller_key_id: Mapped[str | None] = mapped_column(String(64))
 
 
+class RollupHourRow(Base):
+    """Counts per hour of the records (service/audit_rollups.py); written by a trigger on records."""
+
+    __tablename__ = "rollup_hours"
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch hours (UTC)
+    verifier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupTaskRow(Base):
+    """Curriculum tallies per task (service/audit_rollups.py); written by a trigger on records."""
+
+    __tablename__ = "rollup_tasks"
+    __table_args__ = (Index("ix_rollup_tasks_first_seq", "first_seq"),
+                      Index("ix_rollup_tasks_verifier_first_seq", "verifier", "first_seq"))
+    task_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # '' for an inline task
+    verifier: Mapped[str] = mapped_column(String(64))
+    first_seq: Mapped[int] = mapped_column(BigInteger)
+    first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(BigInteger)
+    judged: Mapped[int] = mapped_column(BigInteger)
+    correct_sum: Mapped[float] = mapped_column(Float)
+    tokens_n: Mapped[int] = mapped_column(BigInteger)
+    tokens_sum: Mapped[int] = mapped_column(BigInteger)
+    groups: Mapped[int] = mapped_column(BigInteger)
+    zv_groups: Mapped[int] = mapped_column(BigInteger)
+
+
+class RecordKeyRow(Base):
+    """Postgres: the records' unique keys (a partitioned table's unique index must hold the
+    partition key, so uniqueness of id, request, response index and chain position lives
+    here); filled by the insert trigger of revision 0012. Unused on SQLite."""
+
+    __tablename__ = "record_keys"
+    __table_args__ = (UniqueConstraint("caller_key_id", "request_id", name="uq_record_keys_request"),
+                      Index("uq_record_keys_submission", "submission_id", "submission_index", unique=True),
+                      Index("uq_record_keys_chain", "chain_id", "chain_index", unique=True))
+    record_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    request_id: Mapped[str | None] = mapped_column(String(200))
+    submission_id: Mapped[str | None] = mapped_column(String(32))
+    submission_index: Mapped[int | None] = mapped_column(Integer)
+    chain_id: Mapped[str | None] = mapped_column(String(64))
+    chain_index: Mapped[int | None] = mapped_column(Integer)
+
+
+class ArchiveRow(Base):
+    """An archive of records written by `assay audit archive` (service/audit_archive.py): where,
+    what it holds, and each chain's last archived row, so the chains continue across it."""
+
+    __tablename__ = "audit_archives"
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    before: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    records: Mapped[int] = mapped_column(BigInteger)
+    # {chain_id: [last archived chain_index, its chain_hash]}, the removed partitions, counts.
+    manifest: Mapped[dict] = mapped_column(JSON)
+
+
 def new_record_id() -> str:
     return uuid.uuid4().hex
 
@@ -340,7 +409,10 @@ class AuditStore:
         from service.audit_chain import ChainWriter
         if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
+        connect_args: dict[str, Any] = {"timeout": 30} if url.startswith("sqlite") else {}
+        if url.startswith("postgresql"):
+            # JIT compiling the audit's aggregate queries costs seconds and saves nothing here.
+            connect_args["options"] = "-c jit=off"
         self.engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)

@@ -12,9 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from assay_rules.variance import is_zero_variance
+from sqlalchemy import DateTime, bindparam, select, text
+
+from assay_rules.variance import ZERO_VARIANCE_SPAN, is_zero_variance
+from service.audit_rollups import dialect_sql
 from service.inspection_schemas import Band, TaskStats
-from service.store import AuditStore, RecordRow
+from service.store import AuditStore, RecordRow, RollupTaskRow
 
 BANDS: tuple[tuple[float, Band], ...] = ((0.05, "too_hard"), (0.3, "hard"), (0.7, "medium"), (0.95, "easy"))
 
@@ -74,14 +77,63 @@ class _Tally:
 def task_stats(store: AuditStore, *, task_id: str | None = None, task_hash: str | None = None,
                verifier: str | None = None, since: datetime | None = None, until: datetime | None = None,
                limit: int = 1000) -> list[TaskStats]:
-    """Per task (registered id, else content hash), in order of first attempt."""
-    tallies: dict[tuple[str | None, str], _Tally] = {}
-    for row in store.iter_all(task_id=task_id, task_hash=task_hash, verifier=verifier, since=since, until=until):
-        key = (row.task_id, row.task_hash)
-        tally = tallies.get(key)
-        if tally is None:
-            if len(tallies) >= limit:
-                continue
-            tally = tallies[key] = _Tally(row.task_id, row.task_hash, row.verifier)
-        tally.add(row)
-    return [t.stats() for t in tallies.values()]
+    """Per task (registered id, else content hash), in order of first attempt. By SQL: from the
+    per-task rollups (service/audit_rollups.py) without a time window, else aggregated by the
+    database over the window's records (two GROUP BYs: per group, then per task)."""
+    if since is None and until is None:
+        return _from_rollups(store, task_id, task_hash, verifier, limit)
+    return _from_records(store, task_id, task_hash, verifier, since, until, limit)
+
+
+def _stats(task_id: str | None, task_hash: str, verifier: str, attempts: int, judged: int, correct_sum: float,
+           tokens_n: int, tokens_sum: int, groups: int, zv_groups: int) -> TaskStats:
+    pass_rate = correct_sum / judged if judged else None
+    return TaskStats(task_id=task_id or None, task_hash=task_hash, verifier=verifier, attempts=attempts,
+                     pass_rate=pass_rate, groups=groups, zero_variance_share=zv_groups / groups if groups else None,
+                     mean_tokens=tokens_sum / tokens_n if tokens_n else None, band=band_of(pass_rate))
+
+
+def _from_rollups(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
+                  limit: int) -> list[TaskStats]:
+    t = RollupTaskRow
+    stmt = select(t)
+    for column, value in ((t.task_id, task_id), (t.task_hash, task_hash), (t.verifier, verifier)):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    with store.db() as s:
+        rows = list(s.scalars(stmt.order_by(t.first_seq).limit(limit)))
+    return [_stats(r.task_id, r.task_hash, r.verifier, r.attempts, r.judged, r.correct_sum, r.tokens_n,
+                   r.tokens_sum, r.groups, r.zv_groups) for r in rows]
+
+
+def _from_records(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
+                  since: datetime | None, until: datetime | None, limit: int) -> list[TaskStats]:
+    d = dialect_sql(store.engine.dialect.name)
+    where, params = ["true"], {"limit": limit}
+    for column, value in (("task_id", task_id), ("task_hash", task_hash), ("verifier", verifier),
+                          ("since", since), ("until", until)):
+        if value is None:
+            continue
+        bounds = {"since": "r.created_at >= :since", "until": "r.created_at < :until"}
+        where.append(bounds.get(column, f"r.{column} = :{column}"))
+        params[column] = value
+    sql = f"""
+SELECT task_hash, tid, min(verifier), sum(attempts), sum(judged), sum(correct_sum), sum(tokens_n), sum(tokens_sum),
+       sum(CASE WHEN group_id IS NOT NULL THEN 1 ELSE 0 END),
+       sum(CASE WHEN group_id IS NOT NULL AND (judged < 2 OR cmax - cmin <= {ZERO_VARIANCE_SPAN}) THEN 1 ELSE 0 END),
+       min(first_seq) AS first_seq
+FROM (
+  SELECT r.task_hash AS task_hash, coalesce(r.task_id, '') AS tid, min(r.verifier) AS verifier,
+         r.caller_key_id, r.group_id AS group_id, count(*) AS attempts, count(r.c) AS judged,
+         coalesce(sum(r.c), 0.0) AS correct_sum, max(r.c) AS cmax, min(r.c) AS cmin,
+         count(r.tokens) AS tokens_n, coalesce(sum(r.tokens), 0) AS tokens_sum, min(r.seq) AS first_seq
+  FROM (SELECT r.*, {d["corr"]} AS c FROM records r WHERE {" AND ".join(where)}) r
+  GROUP BY r.task_hash, coalesce(r.task_id, ''), r.caller_key_id, r.group_id
+) g GROUP BY task_hash, tid ORDER BY first_seq LIMIT :limit"""
+    with store.db() as s:
+        stmt = text(sql).bindparams(*(bindparam(name, type_=DateTime(timezone=True))
+                                      for name in ("since", "until") if name in params))
+        rows = s.execute(stmt, params).all()
+    # A task's records without a group form one row of the inner query (group_id NULL), not a group.
+    return [_stats(tid, th, ver, int(att), int(jud), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv))
+            for th, tid, ver, att, jud, cs, tn, ts, g, zv, _ in rows]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
+from service.audit_export import export_lines
 from service.auth import Caller
 from service.deps import AuditCaller, PipelineDep, StoreDep
 from service.errors import RecordNotFound, RequestInvalid, responses
@@ -17,7 +17,6 @@ from service.schemas import RecordOut, RecordPage, ReplayOut
 from verifiers.base import Verdict
 
 router = APIRouter(prefix="/v1/records", tags=["audit"])
-EXPORT_CHUNK_RECORDS = 100
 MAX_SEQ = 2**63 - 1  # a record's seq is a 64-bit integer in both databases
 
 
@@ -60,19 +59,9 @@ async def export_records(store: StoreDep, caller: AuditCaller, filters: RecordFi
     """All matching records as JSON Lines."""
     values = filters.scoped(caller)
 
-    def lines() -> Iterator[str]:
-        # A sync iterator: Starlette pulls it on a worker thread, so the store's reads stay
-        # off the event loop. Lines go out in chunks to spare a thread hop per record.
-        chunk: list[str] = []
-        for row in store.iter_all(**values):
-            chunk.append(record_out(row).model_dump_json() + "\n")
-            if len(chunk) == EXPORT_CHUNK_RECORDS:
-                yield "".join(chunk)
-                chunk = []
-        if chunk:
-            yield "".join(chunk)
-
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
+    # A sync iterator: Starlette pulls it on a worker thread, so the store's reads stay off the
+    # event loop; lines go out in chunks (service/audit_export.py).
+    return StreamingResponse(export_lines(store, values), media_type="application/x-ndjson")
 
 
 @router.get("/{record_id}", response_model=RecordOut, responses=responses(RecordNotFound))

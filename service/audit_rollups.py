@@ -1,0 +1,237 @@
+"""Aggregates of the audit records kept as records are written (issue 27): the overview,
+the review queue's strata and the task statistics read these instead of scanning records.
+
+Two tables, filled by database triggers on `records` (service/migrations/versions/0012):
+
+- `rollup_hours`: per UTC hour (epoch hours), verifier, kind and key, a count `n`. Kinds:
+  `verdict` (key: the verdict), `flag` (key: a flag; every element of a record's flags),
+  `flag_review` (the same, errors left out), `stratum` (the review queue's strata of
+  non-error records: flagged / correct_unflagged / incorrect), `length` and
+  `length_correct` (key: the lower edge of a response-length band; errors and records
+  without a stored response left out), `latency` (key: a log-spaced duration bin, see
+  `latency_bin`), `groups` and `zv_groups` (key ''): groups with stored group statistics
+  whose first record of that hour this is, and how many of them had zero variance.
+- `rollup_tasks`: per task (content hash, registered id or ''), the curriculum tallies of
+  service/task_stats.py: attempts, judged attempts, sum of raw correctness, tokens, the
+  first record's seq and time, groups and zero-variance groups (raw correctness).
+
+A group counts in each hour it has records in (as the overview always counted it per bucket);
+per task, a group's zero variance is kept exact however its rows arrive: each write compares
+the group before it with the group after it. On Postgres the earlier rows of a group are
+looked for within GROUP_LOOKBACK (one day) before the write, so that the lookup touches only
+those days' partitions: rows of one group id written more than a day apart count as two
+groups per task there.
+
+Postgres runs the statements once per INSERT statement over its transition table (set at a
+time, also for COPY), in a SECURITY DEFINER function owned by the schema owner, so the
+service's role reads the rollups but can never write them. The trigger takes one
+transaction-level advisory lock first: concurrent record writes then update the shared
+rollup rows one transaction after the other, never in crossed order (no deadlock).
+SQLite runs the same statements per inserted row.
+"""
+
+from __future__ import annotations
+
+import math
+
+from assay_rules.variance import ZERO_VARIANCE_SPAN
+
+# Response-length bands of the overview (lower edges, chars); the last band is open.
+LENGTH_EDGES = (0, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
+# Latency bins: floor(ln(ms) * LATENCY_BINS_PER_E); a bin spans a factor e^(1/10) = 1.105.
+LATENCY_BINS_PER_E = 10
+LATENCY_FLOOR_MS = 0.001
+GROUP_LOOKBACK = "1 day"
+ROLLUP_LOCK_KEY = 0x61737361795F7275  # any 64-bit constant
+
+RECORD_COLUMNS = ("seq", "id", "created_at", "verifier", "verdict", "flags", "response", "duration_ms",
+                  "group_id", "caller_key_id", "group_zero_variance", "task_id", "task_hash", "components", "tokens")
+
+
+def latency_bin(duration_ms: float) -> int:
+    return math.floor(math.log(max(duration_ms, LATENCY_FLOOR_MS)) * LATENCY_BINS_PER_E)
+
+
+def latency_bin_value(b: int) -> float:
+    """The value a bin stands for: its geometric middle (error at most 5.1%)."""
+    return math.exp((b + 0.5) / LATENCY_BINS_PER_E)
+
+
+def dialect_sql(dialect: str) -> dict[str, str]:
+    pg = dialect == "postgresql"
+    return {
+        "hour": ("floor(extract(epoch from r.created_at) / 3600)::bigint" if pg
+                 else "(CAST(strftime('%s', r.created_at) AS INTEGER) / 3600)"),
+        "hour_e": ("floor(extract(epoch from e.created_at) / 3600)::bigint" if pg
+                   else "(CAST(strftime('%s', e.created_at) AS INTEGER) / 3600)"),
+        # Postgres: the hour's own partition only.
+        # Postgres: earlier rows of a group are looked for in the last GROUP_LOOKBACK only (the
+        # partitions of those days), not in the whole history.
+        "lookback": (f"AND e.created_at >= (SELECT min(n.created_at) FROM n) - interval '{GROUP_LOOKBACK}'"
+                     if pg else ""),
+        "hour_range": ("AND e.created_at >= to_timestamp(g.hour * 3600) "
+                       "AND e.created_at < to_timestamp((g.hour + 1) * 3600)" if pg else ""),
+        "bin": (f"CAST(floor(ln(greatest(r.duration_ms, {LATENCY_FLOOR_MS})) * {LATENCY_BINS_PER_E}) AS INTEGER)"
+                if pg else
+                f"CAST(floor(ln(max(r.duration_ms, {LATENCY_FLOOR_MS})) * {LATENCY_BINS_PER_E}) AS INTEGER)"),
+        "flagjoin": ("CROSS JOIN LATERAL jsonb_array_elements_text(n.flags) AS f(value)" if pg
+                     else "JOIN json_each(n.flags) AS f"),
+        "flags": "r.flags::jsonb" if pg else "r.flags",
+        # Raw correctness: the `correctness` component's value (0 without one), NULL for errors.
+        "corr": ("CASE WHEN r.verdict = 'error' THEN NULL "
+                 "WHEN json_typeof(r.components -> 'correctness' -> 'value') = 'number' "
+                 "THEN (r.components -> 'correctness' ->> 'value')::float8 "
+                 "WHEN json_typeof(r.components -> 'correctness' -> 'value') = 'boolean' "
+                 "THEN CASE WHEN (r.components -> 'correctness' ->> 'value') = 'true' THEN 1.0 ELSE 0.0 END "
+                 "ELSE 0.0 END" if pg else
+                 "CASE WHEN r.verdict = 'error' THEN NULL "
+                 "ELSE CAST(coalesce(json_extract(r.components, '$.correctness.value'), 0.0) AS REAL) END"),
+        "least": "LEAST" if pg else "min",
+        "greatest": "GREATEST" if pg else "max",
+        "text": "text" if pg else "TEXT",
+    }
+
+
+def _length_band(d: dict[str, str]) -> str:
+    whens = " ".join(f"WHEN length(r.response) < {hi} THEN '{lo}'"
+                     for lo, hi in zip(LENGTH_EDGES, LENGTH_EDGES[1:], strict=False))
+    return f"CASE {whens} ELSE '{LENGTH_EDGES[-1]}' END"
+
+
+def _narrow(d: dict[str, str], src: str) -> str:
+    """What the rollups need of each new row, computed once (Postgres: a materialized CTE)."""
+    return (f"(SELECT r.seq AS seq, r.created_at AS created_at, {d['hour']} AS hour, r.verifier AS verifier, "
+            f"r.verdict AS verdict, {d['flags']} AS flags, json_array_length(r.flags) AS nflags, {d['bin']} AS bin, "
+            f"CASE WHEN r.response IS NULL THEN NULL ELSE {_length_band(d)} END AS band, r.group_id AS group_id, "
+            f"r.caller_key_id AS caller_key_id, r.group_zero_variance AS group_zero_variance, "
+            f"r.task_id AS task_id, r.task_hash AS task_hash, {d['corr']} AS c, r.tokens AS tokens FROM {src} r)")
+
+
+_KINDS = ("SELECT 'verdict' AS kind UNION ALL SELECT 'latency' UNION ALL SELECT 'stratum' "
+          "UNION ALL SELECT 'length' UNION ALL SELECT 'length_correct'")
+
+
+def _hours_statement(d: dict[str, str], n: str) -> str:
+    new_groups = f"""
+SELECT g.* FROM (
+  SELECT n.hour AS hour, n.verifier AS verifier, n.caller_key_id AS caller, n.group_id AS group_id,
+         min(n.seq) AS first_seq, max(CASE WHEN n.group_zero_variance THEN 1 ELSE 0 END) AS zv
+  FROM {n} n WHERE n.group_id IS NOT NULL AND n.group_zero_variance IS NOT NULL
+  GROUP BY n.hour, n.verifier, n.caller_key_id, n.group_id) g
+WHERE NOT EXISTS (SELECT 1 FROM records e WHERE e.group_id = g.group_id
+  AND e.caller_key_id IS NOT DISTINCT FROM g.caller AND e.verifier = g.verifier
+  AND e.group_zero_variance IS NOT NULL AND e.seq < g.first_seq AND {d['hour_e']} = g.hour {d['hour_range']})"""
+    return f"""
+INSERT INTO rollup_hours (hour, verifier, kind, key, n)
+SELECT hour, verifier, kind, key, count(*) FROM (
+  SELECT n.hour AS hour, n.verifier AS verifier, k.kind AS kind,
+         CASE k.kind WHEN 'verdict' THEN n.verdict
+                     WHEN 'latency' THEN CAST(n.bin AS {d['text']})
+                     WHEN 'stratum' THEN CASE WHEN n.verdict = 'error' THEN NULL WHEN n.nflags > 0 THEN 'flagged'
+                                              WHEN n.verdict = 'correct' THEN 'correct_unflagged' ELSE 'incorrect' END
+                     WHEN 'length' THEN CASE WHEN n.verdict <> 'error' THEN n.band END
+                     ELSE CASE WHEN n.verdict = 'correct' THEN n.band END END AS key
+  FROM {n} n CROSS JOIN ({_KINDS}) k
+  UNION ALL SELECT n.hour, n.verifier, 'flag', f.value FROM {n} n {d['flagjoin']} WHERE n.nflags > 0
+  UNION ALL SELECT n.hour, n.verifier, 'flag_review', f.value FROM {n} n {d['flagjoin']}
+      WHERE n.nflags > 0 AND n.verdict <> 'error'
+  UNION ALL SELECT g.hour, g.verifier, 'groups', '' FROM ({new_groups}) g
+  UNION ALL SELECT g.hour, g.verifier, 'zv_groups', '' FROM ({new_groups}) g WHERE g.zv = 1
+) x WHERE key IS NOT NULL GROUP BY hour, verifier, kind, key ORDER BY hour, verifier, kind, key
+ON CONFLICT (hour, verifier, kind, key) DO UPDATE SET n = rollup_hours.n + excluded.n"""
+
+
+def _tasks_statement(d: dict[str, str], n: str) -> str:
+    # Groups per task, exact however a group's rows arrive: each write compares the group's
+    # rows before it (count, raw correctness span) with the group after it, and adds the change
+    # (a new group; a zero-variance group that stops being one, or becomes one).
+    span, least, greatest = ZERO_VARIANCE_SPAN, d["least"], d["greatest"]
+    corr_e = d["corr"].replace("r.", "e.")
+    upsert = (f"ON CONFLICT (task_hash, task_id) DO UPDATE SET "
+              f"first_seq = {least}(rollup_tasks.first_seq, excluded.first_seq), "
+              f"first_at = {least}(rollup_tasks.first_at, excluded.first_at), "
+              + ", ".join(f"{c} = rollup_tasks.{c} + excluded.{c}" for c in
+                          ("attempts", "judged", "correct_sum", "tokens_n", "tokens_sum", "groups", "zv_groups")))
+    deltas = f"""
+SELECT g.task_hash AS task_hash, g.tid AS tid, sum(CASE WHEN p.pr IS NULL THEN 1 ELSE 0 END) AS groups,
+       sum((CASE WHEN coalesce(p.pn, 0) + g.bn < 2 THEN 1
+                 WHEN {greatest}(coalesce(p.pmax, g.bmax), coalesce(g.bmax, p.pmax))
+                      - {least}(coalesce(p.pmin, g.bmin), coalesce(g.bmin, p.pmin)) <= {span} THEN 1 ELSE 0 END)
+           - (CASE WHEN p.pr IS NULL THEN 0 WHEN p.pn < 2 OR p.pmax - p.pmin <= {span} THEN 1 ELSE 0 END)) AS zv
+FROM (
+  SELECT n.task_hash AS task_hash, coalesce(n.task_id, '') AS tid, n.caller_key_id AS caller, n.group_id AS group_id,
+         count(n.c) AS bn, min(n.c) AS bmin, max(n.c) AS bmax
+  FROM {n} n WHERE n.group_id IS NOT NULL
+  GROUP BY n.task_hash, coalesce(n.task_id, ''), n.caller_key_id, n.group_id) g
+LEFT JOIN (
+  SELECT e.task_hash AS task_hash, coalesce(e.task_id, '') AS tid, e.caller_key_id AS caller, e.group_id AS group_id,
+         count(*) AS pr, count(e.c) AS pn, min(e.c) AS pmin, max(e.c) AS pmax
+  FROM (SELECT e.*, {corr_e} AS c FROM records e
+        WHERE e.group_id IN (SELECT n.group_id FROM {n} n WHERE n.group_id IS NOT NULL)
+          AND e.seq < (SELECT min(n.seq) FROM {n} n) {d['lookback']}) e
+  GROUP BY e.task_hash, coalesce(e.task_id, ''), e.caller_key_id, e.group_id) p
+ON p.task_hash = g.task_hash AND p.tid = g.tid AND p.caller IS NOT DISTINCT FROM g.caller AND p.group_id = g.group_id
+GROUP BY g.task_hash, g.tid"""
+    return f"""
+INSERT INTO rollup_tasks (task_hash, task_id, verifier, first_seq, first_at, attempts, judged, correct_sum, tokens_n,
+                          tokens_sum, groups, zv_groups)
+SELECT t.task_hash, t.tid, t.verifier, t.first_seq, t.first_at, t.attempts, t.judged, t.correct_sum, t.tokens_n,
+       t.tokens_sum, coalesce(gd.groups, 0), coalesce(gd.zv, 0)
+FROM (
+  SELECT n.task_hash AS task_hash, coalesce(n.task_id, '') AS tid, min(n.verifier) AS verifier,
+         min(n.seq) AS first_seq, min(n.created_at) AS first_at, count(*) AS attempts, count(n.c) AS judged,
+         coalesce(sum(n.c), 0.0) AS correct_sum,
+         count(n.tokens) AS tokens_n, coalesce(sum(n.tokens), 0) AS tokens_sum
+  FROM {n} n GROUP BY n.task_hash, coalesce(n.task_id, '')) t
+LEFT JOIN ({deltas}) gd ON gd.task_hash = t.task_hash AND gd.tid = t.tid
+WHERE true ORDER BY t.task_hash, t.tid
+{upsert}"""
+
+
+def rollup_statements(dialect: str, src: str) -> list[str]:
+    """The statements that add the rows of relation `src` (records' columns) to the rollups:
+    on Postgres one statement (the new rows read once), on SQLite two."""
+    d = dialect_sql(dialect)
+    narrow = _narrow(d, src)
+    if dialect == "postgresql":
+        return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n')} RETURNING 1)\n"
+                f"{_tasks_statement(d, 'n')}"]
+    return [_hours_statement(d, narrow), _tasks_statement(d, narrow)]
+
+
+RECORD_KEYS = """
+INSERT INTO record_keys (record_id, created_at, caller_key_id, request_id, submission_id, submission_index,
+                         chain_id, chain_index)
+SELECT id, created_at, caller_key_id, request_id, submission_id, submission_index, chain_id, chain_index
+FROM new_rows"""
+
+
+def postgres_trigger_statements(schema: str) -> list[str]:
+    """The AFTER INSERT statement trigger on the partitioned `records`: unique keys, then rollups."""
+    body = ";\n".join([f"PERFORM pg_advisory_xact_lock({ROLLUP_LOCK_KEY})", RECORD_KEYS,
+                       *rollup_statements("postgresql", "new_rows")])
+    return [
+        f"""CREATE OR REPLACE FUNCTION assay_records_after_insert() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = "{schema}", pg_temp SET jit = off AS $fn$
+BEGIN
+{body};
+RETURN NULL;
+END $fn$""",
+        "REVOKE ALL ON FUNCTION assay_records_after_insert() FROM PUBLIC",
+        "DROP TRIGGER IF EXISTS records_after_insert ON records",
+        "CREATE TRIGGER records_after_insert AFTER INSERT ON records REFERENCING NEW TABLE AS new_rows "
+        "FOR EACH STATEMENT EXECUTE FUNCTION assay_records_after_insert()",
+    ]
+
+
+def sqlite_trigger_statements() -> list[str]:
+    """A per-row AFTER INSERT trigger: the same statements over the one new row."""
+    src = "(SELECT " + ", ".join(f"NEW.{c} AS {c}" for c in RECORD_COLUMNS) + ")"
+    body = ";\n".join(rollup_statements("sqlite", src))
+    return ["DROP TRIGGER IF EXISTS records_rollups",
+            f"CREATE TRIGGER records_rollups AFTER INSERT ON records BEGIN\n{body};\nEND"]
+
+
+def backfill_statements(dialect: str) -> list[str]:
+    """Rollups of the records already stored (the migration of an existing SQLite store)."""
+    return rollup_statements(dialect, "(SELECT * FROM records)")
