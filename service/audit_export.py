@@ -94,7 +94,8 @@ def export_lines(store: AuditStore, filters: dict[str, Any]) -> Iterator[str]:
         chunk: list[str] = []
         for r in rows:
             try:
-                chunk.append(export_line(r) if math.isfinite(r.reward) and math.isfinite(r.duration_ms) else _slow_line(r))
+                finite = math.isfinite(r.reward) and math.isfinite(r.duration_ms)
+                chunk.append(export_line(r) if finite else _slow_line(r))
             except (ValueError, TypeError, KeyError, AttributeError):  # a stored shape the fast path does not know
                 chunk.append(_slow_line(r))
             if len(chunk) == LINES_PER_CHUNK:

@@ -22,17 +22,17 @@ import pytest
 import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from assay_rules.variance import is_zero_variance
 from service import audit_archive, audit_partitions
 from service.audit_verify import verify
+from service.pipeline.results import record_out
 from service.review import STRATA, review_queue, stratum_of
-from service.schemas import record_out
 from service.signing import Signer
 from service.store import AuditStore, LabelRow, RecordRow, TaskBlobRow
 from service.task_stats import raw_correctness, task_stats
 from service.ui.queries import OverviewFilter, overview
 from tests.conftest import REPO
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
-from trainer_client.variance import is_zero_variance
 
 VERIFIERS = ("math", "code", "sql")
 FLAGS = ("multiple_answers", "exits_process", "forbidden_tool")
