@@ -341,7 +341,7 @@ class Engine:
         row = self._row(resolved, generation, judged, caller, req.request_id, None, None, (uuid.uuid4().hex, 0),
                         run=req.run)
         try:
-            await anyio.to_thread.run_sync(self.store.append, [row], [self._blob(resolved)])
+            await self.store.append_async([row], [self._blob(resolved)])  # perf hook: group commit
         except Exception as exc:
             if req.request_id is not None and is_integrity_error(exc):
                 existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id,
@@ -495,7 +495,7 @@ class Engine:
             idem = IdempotencyRow(caller_key_id=caller.key_id, key=idempotency_key, request_hash=body_hash,
                                   response=response.model_dump(mode="json"))
         try:
-            await anyio.to_thread.run_sync(self.store.append, rows, [self._blob(r) for r in resolved], idem)
+            await self.store.append_async(rows, [self._blob(r) for r in resolved], idem)  # perf hook: group commit
         except Exception as exc:
             if idempotency_key is not None and is_integrity_error(exc):
                 stored = await anyio.to_thread.run_sync(self.store.idempotent_response, caller.key_id,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     JSON,
     Boolean,
+    Connection,
     DateTime,
     Float,
     Index,
@@ -356,6 +357,9 @@ class AuditStore:
         self._units_of_work = sessionmaker(self.engine, expire_on_commit=False)
         self.signer = signer
         self.chains = ChainWriter(self._units_of_work, signer, **chain_options)
+        from service.record_writer import RecordWriter
+        self._digests: dict[tuple[str, str], str] = {}  # (verifier, task hash) -> task digest
+        self.records_writer = RecordWriter(self.engine, self.chains, self._with_digests)
 
     def db(self) -> Session:
         """A database unit of work (SQLAlchemy's ORM Session): use as `with store.db() as s`.
@@ -371,24 +375,34 @@ class AuditStore:
 
     def append(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
                idempotency: IdempotencyRow | None = None) -> None:
-        """Write records (and the idempotent response) in one durable transaction, linked
-        into a hash chain, each with the digest of its task blob."""
+        """Write records (and the idempotent response) durably, linked into a hash chain, each
+        with the digest of its task blob; returns once they are committed. The records of
+        concurrent requests share one transaction (group commit, service/record_writer.py)."""
+        self.records_writer.append(rows, blobs, idempotency)
+
+    async def append_async(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
+                           idempotency: IdempotencyRow | None = None) -> None:
+        """`append`, awaited on the event loop without a thread of its own."""
+        await self.records_writer.append_async(rows, blobs, idempotency)
+
+    def _with_digests(self, pending: Any) -> None:
+        """Each record's `task_digest`, computed once per task (on the writer thread)."""
         from service.audit_chain import task_digest
 
-        digests = {b.task_hash: task_digest(b) for b in blobs}
-        for row in rows:
+        for blob in pending.blobs:
+            key = (blob.verifier, blob.task_hash)
+            if key not in self._digests:
+                if len(self._digests) >= 4096:
+                    self._digests.clear()
+                self._digests[key] = task_digest(blob)
+        digests = {b.task_hash: self._digests[(b.verifier, b.task_hash)] for b in pending.blobs}
+        for row in pending.rows:
             row.task_digest = digests.get(row.task_hash)
 
-        def write(s: Session) -> None:
-            _add_blobs(s, blobs)
-            s.add_all(rows)
-            if idempotency is not None:
-                s.add(idempotency)
-
-        self.chains.write("records", rows, write)
-
     def close(self) -> None:
-        """Sign the chains' heads written since the last signed ones; close the connections."""
+        """Write the records still queued, sign the chains' heads written since the last signed
+        ones; close the connections."""
+        self.records_writer.close()
         self.chains.sign_all()
         self.engine.dispose()
 
@@ -459,7 +473,7 @@ class AuditStore:
         try:
             with self.db() as s, s.begin():
                 if s.get(RegisteredTaskRow, task_id) is None:
-                    _add_blobs(s, [TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task)])
+                    add_blobs(s, [TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task)])
                     s.add(RegisteredTaskRow(task_id=task_id, verifier=verifier, task_hash=task_hash))
                     return True
         except IntegrityError:
@@ -633,21 +647,23 @@ class AuditStore:
         return row.response
 
 
-def _add_blobs(s: Session, blobs: list[TaskBlobRow]) -> None:
-    """Store task contents by hash; one already stored (maybe by a concurrent request
-    this instant) is left as it is, so storing a task is idempotent."""
+def add_blobs(db: Session | Connection, blobs: list[TaskBlobRow]) -> None:
+    """Store task contents by hash (in a unit of work or on a Core connection); one already
+    stored (maybe by a concurrent request this instant) is left as it is, so storing a task
+    is idempotent."""
     values = [{"task_hash": b.task_hash, "verifier": b.verifier, "task": b.task}
               for b in {b.task_hash: b for b in blobs}.values()]
     if not values:
         return
-    dialect = s.get_bind().dialect.name
+    table = TaskBlobRow.__table__
+    dialect = (db.dialect if isinstance(db, Connection) else db.get_bind().dialect).name
     if dialect in _INSERT_IGNORING_DUPLICATES:
         insert = _INSERT_IGNORING_DUPLICATES[dialect]
-        s.execute(insert(TaskBlobRow).values(values).on_conflict_do_nothing(index_elements=["task_hash"]))
+        db.execute(insert(table).values(values).on_conflict_do_nothing(index_elements=["task_hash"]))
         return
     for value in values:  # other databases: check first (not race-free)
-        if s.get(TaskBlobRow, value["task_hash"]) is None:
-            s.add(TaskBlobRow(**value))
+        if db.execute(select(table.c.task_hash).where(table.c.task_hash == value["task_hash"])).first() is None:
+            db.execute(table.insert().values(value))
 
 
 _INSERT_IGNORING_DUPLICATES = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
