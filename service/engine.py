@@ -45,6 +45,7 @@ from service.schemas import (
     VerifyResult,
 )
 from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error, new_record_id
+from service.task_cache import ResolvedTasks, resolve_where_cheap
 from verifiers import registry
 from verifiers.base import Outcome, TaskBase, TaskInvalid, UnknownVerifier, Verdict, Verifier, sha256_text
 from verifiers.feedback import HiddenText, infrastructure
@@ -143,6 +144,7 @@ class Engine:
             assert sandbox is not None, "the local executor needs a sandbox"
             executor = LocalExecutor(sandbox, settings.verify_threads, settings.verifier_services)
         self.executor = executor
+        self.tasks = ResolvedTasks()  # perf hook: inline tasks resolved once per task
         self._inflight = 0
         self._inflight_lock = threading.Lock()
         # Called with the records of each answered request once they are logged (runs' alarms watch it).
@@ -167,7 +169,10 @@ class Engine:
             task = verifier.parse_task(blob.task)
             return Resolved(verifier, task, ref.task_id, row.task_hash, blob.task, self.fingerprints.public_view(task))
         assert ref.task is not None
-        task = verifier.parse_task(ref.task)
+        return self.tasks.get(verifier.name, ref.task, lambda: self._resolve_inline(verifier, ref.task))  # perf hook
+
+    def _resolve_inline(self, verifier: Verifier, raw_task: dict[str, Any]) -> Resolved:
+        task = verifier.parse_task(raw_task)
         raw = task.model_dump(mode="json")
         return Resolved(verifier, task, None, self.fingerprints.task_hash(task), raw,
                         self.fingerprints.public_view(task))
@@ -325,7 +330,7 @@ class Engine:
     async def verify(self, req: VerifyRequest, caller: Caller) -> VerifyResult:
         generation = generation_of(req.response)
         self._check_responses([generation], "response")
-        resolved = await anyio.to_thread.run_sync(self.resolve, req)
+        resolved = await resolve_where_cheap(self.resolve, req, [req])  # perf hook
         view = views.choose(caller, resolved.task_id is not None, req.evidence)
         if req.request_id is not None:
             existing = await anyio.to_thread.run_sync(self.store.record_by_request, caller.key_id, req.request_id)
@@ -385,7 +390,7 @@ class Engine:
                                                     idempotency_key, body_hash)
             if stored is not None:
                 return GroupsResponse.model_validate(stored)
-        resolved = await anyio.to_thread.run_sync(self._resolve_groups, req)
+        resolved = await resolve_where_cheap(self._resolve_groups, req, req.groups)  # perf hook
         shown = [views.choose(caller, r.task_id is not None, g.evidence, f"groups[{i}].evidence")
                  for i, (r, g) in enumerate(zip(resolved, req.groups, strict=True))]
         judged = await self._judge_groups(req, resolved, generations)

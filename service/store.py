@@ -27,6 +27,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    bindparam,
     cast,
     create_engine,
     delete,
@@ -625,14 +626,15 @@ class AuditStore:
             s.add(ApiKeyRow(key_id=key_id, secret_hash=secret_hash, scopes=",".join(scopes), name=name))
 
     def key(self, key_id: str) -> ApiKeyRow | None:
-        """The key, with `revoked` set when it was ever revoked (column or revocation row)."""
-        with self.db() as s:
-            row = s.get(ApiKeyRow, key_id)
-            if row is not None and not row.revoked:
-                revoked = s.scalar(select(exists().where(KeyRevocationRow.key_id == key_id)))
-                s.expunge(row)
-                row.revoked = bool(revoked)
-            return row
+        """The key, with `revoked` set when it was ever revoked (column or revocation row).
+        One Core query on every authenticated request (a revocation in another process counts at once)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(_KEY_QUERY, {"key_id": key_id}).first()
+        if found is None:
+            return None
+        values = found._asdict()
+        values["revoked"] = bool(values.pop("revocation") or values["revoked"])
+        return ApiKeyRow(**values)
 
     # -------------------------------------------------------------- idempotency
 
@@ -645,6 +647,12 @@ class AuditStore:
         if row.request_hash != request_hash:
             raise IdempotencyConflict(f"Idempotency-Key {key!r} was already used for a different request")
         return row.response
+
+
+# Built once: constructing a statement costs more than running it (service/auth.py runs it per request).
+_KEY_QUERY = (select(ApiKeyRow.__table__,
+                     exists().where(KeyRevocationRow.key_id == ApiKeyRow.key_id).label("revocation"))
+              .where(ApiKeyRow.key_id == bindparam("key_id")))
 
 
 def add_blobs(db: Session | Connection, blobs: list[TaskBlobRow]) -> None:
