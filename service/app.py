@@ -58,7 +58,8 @@ def load_task_pack(engine: Engine, path: Path) -> int:
 
 
 def _include_routers(app: FastAPI) -> None:
-    for info in pkgutil.iter_modules(service.routes.__path__):
+    # perf hook: the reward routes first, so the hot path is matched before every other route.
+    for info in sorted(pkgutil.iter_modules(service.routes.__path__), key=lambda info: info.name != "verify"):
         module = importlib.import_module(f"service.routes.{info.name}")
         if hasattr(module, "router"):
             app.include_router(module.router)
