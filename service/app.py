@@ -30,6 +30,7 @@ from service.logs import RequestLog
 from service.metrics import Metrics, serve_metrics_port
 from service.openapi import add_links
 from service.packing import TooBigToFit
+from service.record_writer import AuditWriteFailed
 from service.review import LabelLimit
 from service.schemas import TaskRegistration
 from service.signing import Signer, key_path
@@ -168,7 +169,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_exception_handler(exc_type, lambda _r, exc, status=status: _error(status, str(exc)))
 
     for exc_type, reason in ((Saturated, "saturated"), (SandboxBusy, "sandbox_busy"),
-                             (SandboxUnavailable, "sandbox_unavailable")):
+                             (SandboxUnavailable, "sandbox_unavailable"),
+                             (AuditWriteFailed, "audit_write_failed")):  # perf hook: records not written: 503
         app.add_exception_handler(exc_type, lambda r, exc, reason=reason: _retry_later(r, exc, reason))
 
     def _retry_later(request: Request, exc: Exception, reason: str) -> JSONResponse:

@@ -101,6 +101,9 @@ class RecordWriter:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._closed = False
+        # Transactions committed and requests they carried (a request's rows count once they are durable).
+        self.commits = 0
+        self.requests_written = 0
 
     # ------------------------------------------------------------------ callers
 
@@ -204,6 +207,8 @@ class RecordWriter:
             return False
         if rows:
             lane.advance(rows)
+        self.commits += 1
+        self.requests_written += len(batch)
         for pending in batch:
             pending.done.set_result(None)
         return True
@@ -237,6 +242,8 @@ class RecordWriter:
                 continue
             if pending.rows:
                 lane.advance(pending.rows)
+            self.commits += 1
+            self.requests_written += 1
             return
 
     @staticmethod
