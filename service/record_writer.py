@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, insert
@@ -55,39 +56,28 @@ class _Pending:
     done: Future[None] = field(default_factory=Future)
 
 
-def _values(table: Table, objects: list[Any]) -> list[dict[str, Any]]:
-    """Column values of ORM objects as Core insert parameters: the autoincrement key left to the
-    database, a column's Python default where the object holds no value (as the ORM would)."""
-    keys, defaults = [], {}
-    for column in table.columns:
-        if column.primary_key and column.autoincrement is True:
-            continue
-        keys.append(column.key)
-        default = column.default
-        if default is not None and (default.is_scalar or default.is_callable):
-            defaults[column.key] = default
-    out = []
-    for obj in objects:
-        values = {key: obj.__dict__.get(key) for key in keys}
-        for key, default in defaults.items():
-            if values[key] is None:
-                values[key] = default.arg(None) if default.is_callable else default.arg
-        out.append(values)
-    return out
+def _insert_objects(conn: Connection, table: Table, objects: list[Any]) -> None:
+    """Insert ORM objects with Core `executemany`, in order, as the ORM's unit of work would: a
+    column the object holds no value for is left out (its default, or SQL NULL, applies), and
+    the autoincrement key is the database's. Consecutive objects that set the same columns go
+    in one `executemany` (the engine's records all do)."""
+    keys = [c.key for c in table.columns if not (c.primary_key and c.autoincrement is True)]
+    statement = _INSERTS.get(table.name)
+    if statement is None:
+        statement = _INSERTS[table.name] = insert(table)
+    for _, run in groupby(({k: obj.__dict__[k] for k in keys if k in obj.__dict__} for obj in objects), key=tuple):
+        conn.execute(statement, list(run))
 
 
+_INSERTS: dict[str, Any] = {}
 _RECORDS: Table = RecordRow.__table__  # type: ignore[assignment]
 _IDEMPOTENCY: Table = IdempotencyRow.__table__  # type: ignore[assignment]
 
 
 def _insert(conn: Connection, items: list[_Pending]) -> None:
     add_blobs(conn, [b for item in items for b in item.blobs])
-    rows = [row for item in items for row in item.rows]
-    if rows:
-        conn.execute(insert(_RECORDS), _values(_RECORDS, rows))
-    answers = [item.idempotency for item in items if item.idempotency is not None]
-    if answers:
-        conn.execute(insert(_IDEMPOTENCY), _values(_IDEMPOTENCY, answers))
+    _insert_objects(conn, _RECORDS, [row for item in items for row in item.rows])
+    _insert_objects(conn, _IDEMPOTENCY, [item.idempotency for item in items if item.idempotency is not None])
 
 
 class RecordWriter:

@@ -663,17 +663,21 @@ def add_blobs(db: Session | Connection, blobs: list[TaskBlobRow]) -> None:
               for b in {b.task_hash: b for b in blobs}.values()]
     if not values:
         return
-    table = TaskBlobRow.__table__
     dialect = (db.dialect if isinstance(db, Connection) else db.get_bind().dialect).name
     if dialect in _INSERT_IGNORING_DUPLICATES:
-        insert = _INSERT_IGNORING_DUPLICATES[dialect]
-        db.execute(insert(table).values(values).on_conflict_do_nothing(index_elements=["task_hash"]))
+        statement = _BLOB_INSERTS.get(dialect)
+        if statement is None:  # built once: an executemany of it is compiled once, too
+            statement = _BLOB_INSERTS[dialect] = (_INSERT_IGNORING_DUPLICATES[dialect](TaskBlobRow.__table__)
+                                                  .on_conflict_do_nothing(index_elements=["task_hash"]))
+        db.execute(statement, values)
         return
+    table = TaskBlobRow.__table__
     for value in values:  # other databases: check first (not race-free)
         if db.execute(select(table.c.task_hash).where(table.c.task_hash == value["task_hash"])).first() is None:
             db.execute(table.insert().values(value))
 
 
+_BLOB_INSERTS: dict[str, Any] = {}
 _INSERT_IGNORING_DUPLICATES = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
 
