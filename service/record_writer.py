@@ -102,10 +102,13 @@ class RecordWriter:
         """Queue a request's rows; the future completes once they are committed (or fails with
         the reason they were not)."""
         pending = _Pending(rows, blobs, idempotency)
-        if self._closed:
-            raise AuditWriteFailed("the audit store is closed")
-        self._ensure_started()
-        self._queue.put(pending)
+        with self._start_lock:  # never behind the stop mark: a submitted request is always written or failed
+            if self._closed:
+                raise AuditWriteFailed("the audit store is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="assay-record-writer", daemon=True)
+                self._thread.start()
+            self._queue.put(pending)
         return pending.done
 
     def append(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
@@ -123,19 +126,12 @@ class RecordWriter:
         with self._start_lock:
             self._closed = True
             thread = self._thread
+            if thread is not None:
+                self._queue.put(_STOP)
         if thread is not None:
-            self._queue.put(_STOP)
             thread.join()
 
     # ------------------------------------------------------------------ writer thread
-
-    def _ensure_started(self) -> None:
-        if self._thread is not None:
-            return
-        with self._start_lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="assay-record-writer", daemon=True)
-                self._thread.start()
 
     def _run(self) -> None:
         while True:
@@ -153,7 +149,14 @@ class RecordWriter:
                     break
                 batch.append(more)
                 size += len(more.rows)
-            self._write([p for p in batch if p.done.set_running_or_notify_cancel()])
+            running = [p for p in batch if p.done.set_running_or_notify_cancel()]
+            try:
+                self._write(running)
+            except Exception as exc:  # noqa: BLE001 - a bug here must not leave a request waiting forever
+                log.exception("the record writer failed")
+                for pending in running:
+                    if not pending.done.done():
+                        self._fail(pending, exc)
             if stop:
                 return
 
