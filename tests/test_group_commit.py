@@ -55,7 +55,8 @@ def _stored(url: str, ids: list[str]) -> set[str]:
 
 def _open(url: str, tmp_path: Path) -> tuple[AuditStore, Path]:
     key = tmp_path / "k.pem"
-    return AuditStore(url, Signer.load_or_create(key), chain_id="gc"), key
+    # One lane: a test that holds it holds the writer.
+    return AuditStore(url, Signer.load_or_create(key), chain_id="gc", lanes=1), key
 
 
 def test_concurrent_requests_share_commits_and_each_returns_once_its_rows_are_stored(db_url: str,
