@@ -1,7 +1,8 @@
 """Math scoring throughput and agreement: Assay over HTTP (sandboxed, audited) against
 Math-Verify in a process pool of as many processes as Assay has sandbox workers.
 
-    python bench/math_throughput.py [--pairs 2000] [--workers 2] [--concurrency 4] [--profile] [--judge-only]
+    python bench/math_throughput.py [--pairs 2000] [--workers 2] [--concurrency 8] [--profile] [--judge-only]
+                                    [--costs-only]
 
 Two pair sets: generated GRPO groups in common answer forms (`make_pairs`, Math-Verify with
 its default configuration), and the (gold, prediction) pairs of Math-Verify's own suite
@@ -15,15 +16,26 @@ Both systems score the same pairs in the same run; the ratio is what to read, si
 absolute times drift on shared machines. `--profile` also times the layers of Assay's path
 (the judge alone in this process, the verifier through the sandbox, the whole HTTP path)
 so that the cost of the sandbox messages and of HTTP/JSON + audit writes can be read off.
+
+Assay is measured twice per set: one GRPO group per request, and one answer per request (how
+verl's default reward manager and many scripts call a reward service). Then the service's own
+cost per request (`request_costs`): the latency of a trivially judged answer sent one at a time
+(p50), the wall time per request and the API process's CPU per request with 8 clients at once,
+with the machine's load average and the fsync latency of the database's disk (a SQLite commit
+with synchronous=FULL waits for one). Clients keep their connection (one `httpx.Client` per
+client thread), as a trainer does.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -146,35 +158,66 @@ def _groups(pairs: list[Pair]) -> list[list[Pair]]:
     return groups
 
 
-def run_assay(server: LiveServer, pairs: list[Pair], concurrency: int) -> tuple[float, list[float | None]]:
+class _Clients:
+    """One keep-alive `httpx.Client` per client thread, as a trainer holds one."""
+
+    def __init__(self, server: LiveServer) -> None:
+        self.server, self._local, self._all = server, threading.local(), []
+
+    def get(self) -> httpx.Client:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = self.server.client()
+            self._all.append(client)
+        return client
+
+    def drop(self) -> None:
+        """Forget this thread's client (its connection was reset)."""
+        self._local.client = None
+
+    def close(self) -> None:
+        for client in self._all:
+            client.close()
+
+
+def run_assay(server: LiveServer, pairs: list[Pair], concurrency: int,
+              singles: bool = False) -> tuple[float, list[float | None]]:
+    """The pairs through HTTP: one GRPO group per request, or (`singles`) one answer per request."""
     retried: list[str] = []
+    clients = _Clients(server)
 
     def send(group: list[Pair]) -> list[float | None]:
-        body = {"groups": [{"verifier": "math", "task": {"answer": group[0][1]},
-                            "responses": [resp for resp, _ in group]}]}
-        with server.client() as c:
-            r = None
-            for _ in range(3):
-                try:
-                    r = c.post("/v1/groups", json=body)
-                except httpx.TransportError:  # a reset connection on an overloaded host: count, retry
-                    retried.append(group[0][1])
-                    continue
-                if r.status_code < 500:
-                    break
-                # Concurrent first writes of one task blob can collide (being fixed on main): count, retry.
+        if singles:
+            path, body = "/v1/verify", {"verifier": "math", "task": {"answer": group[0][1]}, "response": group[0][0]}
+        else:
+            path, body = "/v1/groups", {"groups": [{"verifier": "math", "task": {"answer": group[0][1]},
+                                                    "responses": [resp for resp, _ in group]}]}
+        r = None
+        for _ in range(3):
+            try:
+                r = clients.get().post(path, json=body)
+            except httpx.TransportError:  # a reset connection on an overloaded host: count, retry
+                clients.drop()
                 retried.append(group[0][1])
-            if r is None:
-                raise RuntimeError("no answer from the server after 3 tries")
-            if r.status_code >= 422:  # a gold Assay refuses as unparsable (a 500 on /v1/groups until main's fix)
-                return [None] * len(group)
-            if r.status_code != 200:
-                raise RuntimeError(f"{r.status_code} {r.text[:300]}\n{server.log_path.read_text()[-2000:]}")
-            return r.json()["groups"][0]["rewards"]
+                continue
+            if r.status_code < 500:
+                break
+            retried.append(group[0][1])  # a 5xx: count, retry
+        if r is None:
+            raise RuntimeError("no answer from the server after 3 tries")
+        if r.status_code >= 422:  # a gold Assay refuses as unparsable
+            return [None] * len(group)
+        if r.status_code != 200:
+            raise RuntimeError(f"{r.status_code} {r.text[:300]}\n{server.log_path.read_text()[-2000:]}")
+        return [r.json()["reward"]] if singles else r.json()["groups"][0]["rewards"]
 
+    units = [[pair] for pair in pairs] if singles else _groups(pairs)
     started = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
-        rewards = [r for batch in pool.map(send, _groups(pairs)) for r in batch]
+    try:
+        with ThreadPoolExecutor(concurrency) as pool:
+            rewards = [r for batch in pool.map(send, units) for r in batch]
+    finally:
+        clients.close()
     elapsed = time.perf_counter() - started
     if retried:
         print(f"retried after a 5xx or a reset connection: {len(retried)} requests, e.g. gold {retried[0][:60]!r}")
@@ -252,14 +295,85 @@ def http_without_judging(server: LiveServer, groups: int, concurrency: int) -> f
     body = {"groups": [{"verifier": "math", "task": {"answer": "1", "last_number_fallback": False},
                         "responses": [prose] * 8}]}
 
+    clients = _Clients(server)
+
     def send(_: int) -> None:
-        with server.client() as c:
-            c.post("/v1/groups", json=body).raise_for_status()
+        clients.get().post("/v1/groups", json=body).raise_for_status()
 
     started = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(send, range(groups)))
+    try:
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(send, range(groups)))
+    finally:
+        clients.close()
     return time.perf_counter() - started
+
+
+def _load() -> str:
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def _fsync_ms(folder: Path, count: int = 50) -> float:
+    """p50 of fsync after a 4 KiB write in `folder` (what a durable SQLite commit waits for)."""
+    times = []
+    path = folder / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for _ in range(count):
+            os.write(fd, b"x" * 4096)
+            started = time.perf_counter()
+            os.fsync(fd)
+            times.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return 1000 * statistics.median(times)
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process (the API server, without its sandbox workers)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def request_costs(server: LiveServer, sequential: int = 400, concurrent: int = 1600, clients: int = 8) -> None:
+    """The service's own cost per request, with a trivially judged answer (`\\boxed{1}` against 1):
+    latency one request at a time, then wall time and server CPU per request with `clients` at once."""
+    body = {"verifier": "math", "task": {"answer": "1"}, "response": "\\boxed{1}"}
+    assert server.proc is not None
+    print(f"\n== service cost per request (trivially judged single answers); {_load()}; "
+          f"fsync p50 {_fsync_ms(server.workdir):.2f} ms on the database's disk")
+    with server.client() as c:
+        for _ in range(50):
+            c.post("/v1/verify", json=body).raise_for_status()
+        latencies = []
+        cpu = _cpu_s(server.proc.pid)
+        for _ in range(sequential):
+            started = time.perf_counter()
+            c.post("/v1/verify", json=body).raise_for_status()
+            latencies.append(time.perf_counter() - started)
+        cpu = _cpu_s(server.proc.pid) - cpu
+    latencies.sort()
+    print(f"sequential, {sequential} requests: latency p50 {1000 * latencies[len(latencies) // 2]:.2f} ms, "
+          f"p90 {1000 * latencies[int(len(latencies) * 0.9)]:.2f} ms; server CPU {1000 * cpu / sequential:.2f} ms "
+          f"a request; {_load()}")
+    pool_clients = _Clients(server)
+
+    def send(_: int) -> None:
+        pool_clients.get().post("/v1/verify", json=body).raise_for_status()
+
+    cpu = _cpu_s(server.proc.pid)
+    started = time.perf_counter()
+    try:
+        with ThreadPoolExecutor(clients) as pool:
+            list(pool.map(send, range(concurrent)))
+    finally:
+        pool_clients.close()
+    elapsed = time.perf_counter() - started
+    cpu = _cpu_s(server.proc.pid) - cpu
+    print(f"{clients} clients, {concurrent} requests: {concurrent / elapsed:.0f} requests/s, "
+          f"{1000 * elapsed / concurrent:.2f} ms of wall time a request, server CPU {1000 * cpu / concurrent:.2f} ms "
+          f"a request; {_load()}")
 
 
 def _category(math_verify: Scored, case: dict | None, documented: set[str]) -> str:
@@ -276,14 +390,14 @@ def _category(math_verify: Scored, case: dict | None, documented: set[str]) -> s
 
 
 def _report(name: str, pairs: list[Pair], mv: tuple[float, list[Scored]], assay: tuple[float, list[float | None]],
-            workers: int, cases: list[dict] | None = None) -> None:
+            workers: int, cases: list[dict] | None = None, how: str = "groups") -> None:
     (mv_s, mv_scored), (assay_s, assay_rewards) = mv, assay
     mv_rewards = [reward for reward, _ in mv_scored]
-    print(f"\n== {name}: {len(pairs)} pairs")
+    print(f"\n== {name}: {len(pairs)} pairs, Assay {how}; {_load()}")
     print(f"math-verify, pool of {workers} processes: {mv_s:.2f}s  {len(pairs) / mv_s:.0f} pairs/s")
-    print(f"assay HTTP, {workers} sandbox workers (groups, sandboxed, audited): {assay_s:.2f}s  "
+    print(f"assay HTTP, {workers} sandbox workers ({how}, sandboxed, audited): {assay_s:.2f}s  "
           f"{len(pairs) / assay_s:.0f} pairs/s")
-    print(f"throughput ratio assay/math-verify at equal workers: {mv_s / assay_s:.2f}x")
+    print(f"throughput ratio assay/math-verify at equal workers ({how}): {mv_s / assay_s:.2f}x")
     refused = sum(r is None for r in assay_rewards)
     print(f"rewarded: assay {sum(r or 0 for r in assay_rewards):.0f}, math-verify {sum(mv_rewards):.0f}; "
           f"golds refused by assay: {refused}; math-verify timeouts: "
@@ -329,11 +443,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2, help="Assay sandbox workers = Math-Verify processes")
-    parser.add_argument("--concurrency", type=int, default=4, help="HTTP requests in flight")
+    parser.add_argument("--concurrency", type=int, default=8, help="HTTP requests in flight")
     parser.add_argument("--profile", action="store_true", help="also time the layers of Assay's path")
     parser.add_argument("--judge-only", action="store_true",
                         help="only time extraction + judging in this process (no server, no Math-Verify), "
                              "to compare checkouts at the same load")
+    parser.add_argument("--costs-only", action="store_true",
+                        help="only the service's cost per request (latency, 8 clients), no Math-Verify")
     args = parser.parse_args()
     sets = {"generated GRPO groups": make_pairs(args.pairs), "Math-Verify suite": suite_pairs()}
     if args.judge_only:
@@ -343,16 +459,21 @@ def main() -> None:
         server = LiveServer(Path(tmp), env={"ASSAY_SANDBOX_WORKERS": str(args.workers)})
         try:
             run_assay(server, sets["generated GRPO groups"][:64], args.concurrency)  # warm sessions and caches
-            for name, pairs in sets.items():
-                cases = CASES if name == "Math-Verify suite" else None
-                mv = run_math_verify(pairs, args.workers, [c["config"] for c in cases] if cases else None)
-                assay = run_assay(server, pairs, args.concurrency)
-                _report(name, pairs, mv, assay, args.workers, cases)
-                if args.profile:
-                    layers = profile_layers(pairs, args.workers)
-                    layers["http_without_judging"] = http_without_judging(server, len(_groups(pairs)), args.concurrency)
-                    print("profile (seconds): " + ", ".join(f"{k} {v:.2f}" for k, v in layers.items())
-                          + f", http_total {assay[0]:.2f}")
+            if not args.costs_only:
+                for name, pairs in sets.items():
+                    cases = CASES if name == "Math-Verify suite" else None
+                    mv = run_math_verify(pairs, args.workers, [c["config"] for c in cases] if cases else None)
+                    assay = run_assay(server, pairs, args.concurrency)
+                    singles = run_assay(server, pairs, args.concurrency, singles=True)
+                    _report(name, pairs, mv, assay, args.workers, cases)
+                    _report(name, pairs, mv, singles, args.workers, cases, how="one answer per request")
+                    if args.profile:
+                        layers = profile_layers(pairs, args.workers)
+                        layers["http_without_judging"] = http_without_judging(server, len(_groups(pairs)),
+                                                                              args.concurrency)
+                        print("profile (seconds): " + ", ".join(f"{k} {v:.2f}" for k, v in layers.items())
+                              + f", http_total {assay[0]:.2f}")
+            request_costs(server)
         finally:
             server.stop()
 

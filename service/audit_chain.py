@@ -186,7 +186,8 @@ class ChainWriter:
         self._heads_next: tuple[int, str] | None = None  # position and prev hash of the next signed head
 
     @contextmanager
-    def _lane(self, table: str) -> Iterator[Lane]:
+    def lane(self, table: str) -> Iterator[Lane]:
+        """One lane of `table`, held by the caller alone until the block ends."""
         lane = self._lanes[table].get()
         try:
             yield lane
@@ -200,17 +201,17 @@ class ChainWriter:
             with self.db() as s, s.begin():
                 write(s)
             return
-        with self._lane(table) as lane:
+        with self.lane(table) as lane:
             for attempt in range(LINK_ATTEMPTS):
                 if lane.index is None:
-                    lane.index, lane.prev = self._read_head(lane)
+                    lane.index, lane.prev = self.read_head(lane)
                 lane.link(rows)
                 try:
                     with self.db() as s, s.begin():
                         write(s)
                 except IntegrityError:
                     # Another writer on this chain id? Then link again after its rows.
-                    head = self._read_head(lane)
+                    head = self.read_head(lane)
                     if head == (lane.index, lane.prev) or attempt + 1 == LINK_ATTEMPTS:
                         raise
                     lane.index, lane.prev = head
@@ -220,9 +221,9 @@ class ChainWriter:
                     continue
                 lane.advance(rows)
                 break
-            self._sign_if_due(lane)
+            self.sign_if_due(lane)
 
-    def _read_head(self, lane: Lane) -> tuple[int, str]:
+    def read_head(self, lane: Lane) -> tuple[int, str]:
         model = CHAINED_TABLES[lane.table]
         with self.db() as s:
             last = s.execute(select(model.chain_index, model.chain_hash)  # type: ignore[attr-defined]
@@ -237,7 +238,7 @@ class ChainWriter:
 
     # ------------------------------------------------------------- signed heads
 
-    def _sign_if_due(self, lane: Lane) -> None:
+    def sign_if_due(self, lane: Lane) -> None:
         if self.signer is None or lane.unsigned == 0:
             return
         now = time.monotonic()

@@ -7,6 +7,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -60,10 +61,15 @@ def authenticate(store: AuditStore, token: str) -> Caller | None:
 
 
 def require_scope(scope: str):
-    """FastAPI dependency: the caller must hold `scope` (admin holds every scope)."""
+    """FastAPI dependency: the caller must hold `scope` (admin holds every scope).
 
-    def dependency(request: Request,
-                   credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
+    Async, so that FastAPI calls it on the event loop: the edge guard (service/edge.py) has
+    already found the caller of every `/v1/` request, and a sync dependency would cost each
+    request a hop to the thread pool. Only a request the guard did not see reads the key from
+    the store, on a worker thread. `dependency.check(request, credentials)` is the same check,
+    blocking, for code that calls it directly."""
+
+    def check(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Caller:
         caller = request.scope.get(CALLER_SCOPE_KEY)
         if caller is None:
             if credentials is None:
@@ -76,4 +82,11 @@ def require_scope(scope: str):
         request.state.key_id = caller.key_id  # for the access log line (never the key itself)
         return caller
 
+    async def dependency(request: Request,
+                         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
+        if request.scope.get(CALLER_SCOPE_KEY) is None and credentials is not None:
+            return await anyio.to_thread.run_sync(check, request, credentials)
+        return check(request, credentials)
+
+    dependency.check = check  # type: ignore[attr-defined]
     return dependency

@@ -28,6 +28,7 @@ The tree (bases name the caller's recourse, leaves name the event)::
     └── RetryLater                   try again after `Retry-After` seconds; nothing was logged
         ├── Saturated                    503  the in-flight budget is spent
         ├── Unverified                   503  `error_policy=raise` and some response got verdict `error`
+        ├── AuditWriteFailed             503  the request's records could not be written (nothing answered)
         └── EnvSessionsFull              429  the service holds the most open sessions
 
 Defined elsewhere, with rows here: `TaskInvalid`, `UnknownVerifier` (verifiers/base.py, 422)
@@ -164,6 +165,11 @@ class Unverified(RetryLater):
     """Some responses got verdict `error` and the caller asked for a failure rather than reward 0."""
 
 
+class AuditWriteFailed(RetryLater):
+    """The records of a request could not be written: the request must not be answered as if
+    they were (the cause is in the service log)."""
+
+
 class EnvSessionsFull(RetryLater):
     """The service holds as many open sessions as it may."""
 
@@ -180,7 +186,7 @@ STATUS: dict[type[Exception], Status] = {
     Unauthenticated: Status(401), Forbidden: Status(403), NotFound: Status(404), Conflict: Status(409),
     RequestInvalid: Status(422), TaskInvalid: Status(422), UnknownVerifier: Status(422),
     EnvSessionLimit: Status(429), EnvSessionsFull: Status(429),
-    Saturated: Status(503, "saturated"), Unverified: Status(503),
+    Saturated: Status(503, "saturated"), Unverified: Status(503), AuditWriteFailed: Status(503, "audit_write_failed"),
     SandboxBusy: Status(503, "sandbox_busy"), SandboxUnavailable: Status(503, "sandbox_unavailable"),
 }
 # Every route may answer these (the edge guard and the auth dependency).

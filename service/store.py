@@ -20,6 +20,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Connection,
     DateTime,
     Float,
     Index,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    bindparam,
     cast,
     create_engine,
     delete,
@@ -421,6 +423,9 @@ class AuditStore:
         self._units_of_work = sessionmaker(self.engine, expire_on_commit=False)
         self.signer = signer
         self.chains = ChainWriter(self._units_of_work, signer, **chain_options)
+        from service.record_writer import RecordWriter
+        self._digests: dict[tuple[str, str], str] = {}  # (verifier, task hash) -> task digest
+        self.records_writer = RecordWriter(self.engine, self.chains, self._with_digests)
 
     def db(self) -> Session:
         """A database unit of work (SQLAlchemy's ORM Session): use as `with store.db() as s`.
@@ -436,24 +441,34 @@ class AuditStore:
 
     def append(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
                idempotency: IdempotencyRow | None = None) -> None:
-        """Write records (and the idempotent response) in one durable transaction, linked
-        into a hash chain, each with the digest of its task blob."""
+        """Write records (and the idempotent response) durably, linked into a hash chain, each
+        with the digest of its task blob; returns once they are committed. The records of
+        concurrent requests share one transaction (group commit, service/record_writer.py)."""
+        self.records_writer.append(rows, blobs, idempotency)
+
+    async def append_async(self, rows: list[RecordRow], blobs: list[TaskBlobRow],
+                           idempotency: IdempotencyRow | None = None) -> None:
+        """`append`, awaited on the event loop without a thread of its own."""
+        await self.records_writer.append_async(rows, blobs, idempotency)
+
+    def _with_digests(self, pending: Any) -> None:
+        """Each record's `task_digest`, computed once per task (on the writer thread)."""
         from service.audit_chain import task_digest
 
-        digests = {b.task_hash: task_digest(b) for b in blobs}
-        for row in rows:
+        for blob in pending.blobs:
+            key = (blob.verifier, blob.task_hash)
+            if key not in self._digests:
+                if len(self._digests) >= 4096:
+                    self._digests.clear()
+                self._digests[key] = task_digest(blob)
+        digests = {b.task_hash: self._digests[(b.verifier, b.task_hash)] for b in pending.blobs}
+        for row in pending.rows:
             row.task_digest = digests.get(row.task_hash)
 
-        def write(s: Session) -> None:
-            _add_blobs(s, blobs)
-            s.add_all(rows)
-            if idempotency is not None:
-                s.add(idempotency)
-
-        self.chains.write("records", rows, write)
-
     def close(self) -> None:
-        """Sign the chains' heads written since the last signed ones; close the connections."""
+        """Write the records still queued, sign the chains' heads written since the last signed
+        ones; close the connections."""
+        self.records_writer.close()
         self.chains.sign_all()
         self.engine.dispose()
 
@@ -524,7 +539,7 @@ class AuditStore:
         try:
             with self.db() as s, s.begin():
                 if s.get(RegisteredTaskRow, task_id) is None:
-                    _add_blobs(s, [TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task)])
+                    add_blobs(s, [TaskBlobRow(task_hash=task_hash, verifier=verifier, task=task)])
                     s.add(RegisteredTaskRow(task_id=task_id, verifier=verifier, task_hash=task_hash))
                     return True
         except IntegrityError:
@@ -672,14 +687,15 @@ class AuditStore:
             s.add(ApiKeyRow(key_id=key_id, secret_hash=secret_hash, scopes=",".join(scopes), name=name))
 
     def key(self, key_id: str) -> ApiKeyRow | None:
-        """The key, with `revoked` set when it was ever revoked (column or revocation row)."""
-        with self.db() as s:
-            row = s.get(ApiKeyRow, key_id)
-            if row is not None and not row.revoked:
-                revoked = s.scalar(select(exists().where(KeyRevocationRow.key_id == key_id)))
-                s.expunge(row)
-                row.revoked = bool(revoked)
-            return row
+        """The key, with `revoked` set when it was ever revoked (column or revocation row).
+        One Core query on every authenticated request (a revocation in another process counts at once)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(_KEY_QUERY, {"key_id": key_id}).first()
+        if found is None:
+            return None
+        values = found._asdict()
+        values["revoked"] = bool(values.pop("revocation") or values["revoked"])
+        return ApiKeyRow(**values)
 
     # -------------------------------------------------------------- idempotency
 
@@ -694,23 +710,35 @@ class AuditStore:
         return row.response
 
 
-def _add_blobs(s: Session, blobs: list[TaskBlobRow]) -> None:
-    """Store task contents by hash; one already stored (maybe by a concurrent request
-    this instant) is left as it is, so storing a task is idempotent."""
+# Built once: constructing a statement costs more than running it (service/auth.py runs it per request).
+_KEY_QUERY = (select(ApiKeyRow.__table__,
+                     exists().where(KeyRevocationRow.key_id == ApiKeyRow.key_id).label("revocation"))
+              .where(ApiKeyRow.key_id == bindparam("key_id")))
+
+
+def add_blobs(db: Session | Connection, blobs: list[TaskBlobRow]) -> None:
+    """Store task contents by hash (in a unit of work or on a Core connection); one already
+    stored (maybe by a concurrent request this instant) is left as it is, so storing a task
+    is idempotent."""
     values = [{"task_hash": b.task_hash, "verifier": b.verifier, "task": b.task}
               for b in {b.task_hash: b for b in blobs}.values()]
     if not values:
         return
-    dialect = s.get_bind().dialect.name
+    dialect = (db.dialect if isinstance(db, Connection) else db.get_bind().dialect).name
     if dialect in _INSERT_IGNORING_DUPLICATES:
-        insert = _INSERT_IGNORING_DUPLICATES[dialect]
-        s.execute(insert(TaskBlobRow).values(values).on_conflict_do_nothing(index_elements=["task_hash"]))
+        statement = _BLOB_INSERTS.get(dialect)
+        if statement is None:  # built once: an executemany of it is compiled once, too
+            statement = _BLOB_INSERTS[dialect] = (_INSERT_IGNORING_DUPLICATES[dialect](TaskBlobRow.__table__)
+                                                  .on_conflict_do_nothing(index_elements=["task_hash"]))
+        db.execute(statement, values)
         return
+    table = TaskBlobRow.__table__
     for value in values:  # other databases: check first (not race-free)
-        if s.get(TaskBlobRow, value["task_hash"]) is None:
-            s.add(TaskBlobRow(**value))
+        if db.execute(select(table.c.task_hash).where(table.c.task_hash == value["task_hash"])).first() is None:
+            db.execute(table.insert().values(value))
 
 
+_BLOB_INSERTS: dict[str, Any] = {}
 _INSERT_IGNORING_DUPLICATES = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
 

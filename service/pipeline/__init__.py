@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 
@@ -45,6 +46,7 @@ from service.metrics import Metrics
 from service.pipeline import admit, advantages, judge, persist, resolve, score
 from service.pipeline.admit import Budget
 from service.pipeline.resolve import Resolved, ResolvedGroup
+from service.pipeline.task_cache import ResolvedTasks, resolve_where_cheap
 from service.pipeline.work import Work, generation_of
 from service.schemas import GroupError, GroupSpec, GroupsRequest, GroupsResponse, ReplayOut, VerifyRequest, VerifyResult
 from service.store import AuditStore, RecordRow
@@ -64,6 +66,7 @@ class Pipeline:
     metrics: Metrics
     fingerprints: Fingerprints | None = None  # None: the deployment's keyed fingerprints
     budget: Budget = field(init=False)
+    tasks: ResolvedTasks = field(init=False)  # inline tasks resolved once per task
     # Called with the records of each answered request once they are logged (runs' alarms watch it).
     on_logged: Callable[[list[RecordRow]], None] | None = field(default=None)
 
@@ -71,6 +74,7 @@ class Pipeline:
         if self.fingerprints is None:
             self.fingerprints = create_fingerprints(self.settings)
         self.budget = Budget(self.settings.max_inflight_responses, self.metrics)
+        self.tasks = ResolvedTasks()
 
     async def groups(self, req: GroupsRequest, caller: Caller, idempotency_key: str | None = None,
                      eval_id: str | None = None) -> GroupsResponse:
@@ -91,7 +95,7 @@ class Pipeline:
 
 async def run_groups(p: Pipeline, work: Work) -> GroupsResponse:
     """Verify groups: resolve -> admit -> judge -> score -> advantages -> persist."""
-    groups = await anyio.to_thread.run_sync(resolve.resolve_work, p, work)  # 4xx naming the group
+    groups = await resolve_where_cheap(partial(resolve.resolve_work, p), work, work.groups)  # 4xx naming the group
     admitted = await admit.admit(p, work, groups)  # limits; a repeat gets its logged answer
     if admitted.answer is not None:
         return admitted.answer

@@ -82,8 +82,10 @@ async def persist(p: Pipeline, work: Work, admitted: Admitted, groups: list[Reso
 
 
 async def write(p: Pipeline, rows: list[RecordRow], blobs: list[TaskBlobRow], idem: IdempotencyRow | None) -> None:
-    """The pipeline's one write: records, task blobs and the idempotency row, in one transaction."""
-    await anyio.to_thread.run_sync(p.store.append, rows, blobs, idem)
+    """The pipeline's one write: records, task blobs and the idempotency row, committed by the
+    store's group-commit writer (service/record_writer.py) together with those of the other
+    requests in flight; it returns once this request's rows are durable."""
+    await p.store.append_async(rows, blobs, idem)
 
 
 def announce(p: Pipeline, rows: list[RecordRow]) -> None:

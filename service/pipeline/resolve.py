@@ -81,7 +81,13 @@ def resolve(p: Pipeline, ref: TaskRef, *, certified_only: bool = True) -> Resolv
         task = verifier.parse_task(blob.task)
         return Resolved(verifier, task, ref.task_id, row.task_hash, blob.task, p.fingerprints.public_view(task))
     assert ref.task is not None
-    task = verifier.parse_task(ref.task)
+    raw = ref.task
+    return p.tasks.get(verifier.name, raw, lambda: _inline(p, verifier, raw))
+
+
+def _inline(p: Pipeline, verifier: Verifier, raw: dict[str, Any]) -> Resolved:
+    """An inline task parsed, hashed and given its public view (kept per task by `p.tasks`)."""
+    task = verifier.parse_task(raw)
     return Resolved(verifier, task, None, p.fingerprints.task_hash(task), task.model_dump(mode="json"),
                     p.fingerprints.public_view(task))
 

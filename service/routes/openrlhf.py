@@ -68,7 +68,7 @@ def _caller(request: Request, api_key: str | None = Query(None, description="API
             credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
     if credentials is None and api_key:
         credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=api_key)
-    return _reward_scope(request, credentials)
+    return _reward_scope.check(request, credentials)  # perf hook: require_scope's dependency is async
 
 
 def response_of(query: str, prompt: str | None) -> str:

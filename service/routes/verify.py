@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from starlette.responses import Response
 
 from service.deps import IdempotencyKey, PipelineDep, RewardCaller
 from service.errors import (
@@ -14,6 +15,7 @@ from service.errors import (
     TaskNotFound,
     responses,
 )
+from service.fast_json import model_response
 from service.schemas import GroupsRequest, GroupsResponse, VerifyRequest, VerifyResult
 
 router = APIRouter(prefix="/v1", tags=["rewards"])
@@ -21,13 +23,13 @@ _raises = (EvidenceForbidden, TaskNotFound, RequestInvalid, Saturated)
 
 
 @router.post("/verify", response_model=VerifyResult, responses=responses(*_raises, RequestIdConflict))
-async def verify(body: VerifyRequest, pipeline: PipelineDep, caller: RewardCaller) -> VerifyResult:
+async def verify(body: VerifyRequest, pipeline: PipelineDep, caller: RewardCaller) -> Response:
     """Verify one response and log its record before answering."""
-    return await pipeline.verify(body, caller)
+    return model_response(await pipeline.verify(body, caller))  # one model_dump_json (service/fast_json.py)
 
 
 @router.post("/groups", response_model=GroupsResponse, responses=responses(*_raises, IdempotencyConflict))
 async def groups(body: GroupsRequest, pipeline: PipelineDep, caller: RewardCaller,
-                 idempotency_key: IdempotencyKey = None) -> GroupsResponse:
+                 idempotency_key: IdempotencyKey = None) -> Response:
     """Verify groups of responses; return rewards, group-relative advantages and record ids."""
-    return await pipeline.groups(body, caller, idempotency_key)
+    return model_response(await pipeline.groups(body, caller, idempotency_key))
