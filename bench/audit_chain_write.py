@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psycopg  # noqa: E402
 
 from service.signing import Signer  # noqa: E402
-from service.store import AuditStore, RecordRow, TaskBlobRow, _add_blobs  # noqa: E402
+from service.store import AuditStore, _add_blobs
+from service.tables import RecordRow, TaskBlobRow  # noqa: E402
 
 
 def rows_for(i: int, group: int) -> tuple[list[RecordRow], list[TaskBlobRow]]:

@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 
 
 def seed(url: str, records: int, kb: int) -> None:
-    from service.store import AuditStore, RecordRow, TaskBlobRow, new_record_id
+    from service.store import AuditStore
+    from service.tables import RecordRow, TaskBlobRow, new_record_id
 
     store = AuditStore(url)
     blob = TaskBlobRow(task_hash="0" * 64, verifier="math", task={"answer": "1"})
@@ -53,7 +54,8 @@ def export(url: str, mode: str, limit: int) -> dict[str, float]:
     from sqlalchemy import select
 
     from service.routes.records import record_out
-    from service.store import AuditStore, RecordRow
+    from service.store import AuditStore
+    from service.tables import RecordRow
     from service.ui import bundle
     from service.ui.queries import RecordFilter, apply_filter, ordering
 

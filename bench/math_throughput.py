@@ -270,7 +270,8 @@ def profile_layers(pairs: list[Pair], workers: int) -> dict[str, float]:
 
 def _time_audit_appends(groups: int) -> float:
     """The audit writes alone: one transaction of 8 records per group, as the engine does."""
-    from service.store import AuditStore, RecordRow, TaskBlobRow, new_record_id
+    from service.store import AuditStore
+    from service.tables import RecordRow, TaskBlobRow, new_record_id
 
     with tempfile.TemporaryDirectory() as tmp:
         store = AuditStore(f"sqlite:///{tmp}/audit.db")

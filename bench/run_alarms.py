@@ -36,7 +36,8 @@ from sqlalchemy import create_engine, select, text
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from service.runs import StepCache, held_out, list_runs, steps  # noqa: E402
-from service.store import AuditStore, RecordRow  # noqa: E402
+from service.store import AuditStore
+from service.tables import RecordRow  # noqa: E402
 from service.testing.live import LiveServer  # noqa: E402
 from service.testing.runs import SyntheticRun, replay  # noqa: E402
 

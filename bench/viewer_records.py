@@ -31,7 +31,8 @@ from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from service.store import AuditStore, RecordRow  # noqa: E402
+from service.store import AuditStore
+from service.tables import RecordRow  # noqa: E402
 from service.testing.live import LiveServer  # noqa: E402
 
 FILL = """

@@ -21,7 +21,8 @@ from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from service.store import AuditStore, RecordRow, new_record_id  # noqa: E402
+from service.store import AuditStore
+from service.tables import RecordRow, new_record_id  # noqa: E402
 from service.testing.live import LiveServer  # noqa: E402
 from service.testing.runs import SyntheticRun, replay  # noqa: E402
 from service.testing.ui import CHROMIUM, CHROMIUM_ARGS, populate  # noqa: E402

@@ -44,7 +44,8 @@ from service.eval_metrics import bootstrap_difference, mean
 from service.metrics import Metrics
 from service.run_schemas import AlarmExample, AlarmOut, HeldOut, RunOut, RunStep, Thresholds
 from service.runs import HeldOutTasks, examples, held_out, length_of, run_records, steps
-from service.store import AuditStore, RecordRow, RunAlarmRow, RunThresholdsRow
+from service.store import AuditStore
+from service.tables import RecordRow, RunAlarmRow, RunThresholdsRow
 
 log = logging.getLogger("assay.alarms")
 METRIC_RUN_CHARS = 64

@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import select
 
 from service import audit_partitions
-from service.audit_chain import GENESIS, row_hash
+from service.audit_chain import GENESIS, archived_tips, row_hash
 from service.audit_export import export_line
-from service.store import ArchiveRow, AuditStore, RecordRow
+from service.store import AuditStore
+from service.tables import ArchiveRow, RecordRow
 
 # Columns the export line already carries verbatim (under these names).
 IN_EXPORT = {"task_public": "task", "response": "response", "evidence": "evidence", "feedback": "feedback"}
@@ -70,16 +70,6 @@ def _stored(row: Any) -> dict[str, Any]:
         value = getattr(row, column.key)
         out[column.key] = value.isoformat() if isinstance(value, datetime) else value
     return out
-
-
-def archived_tips(conn: sa.Connection | Any) -> dict[str, tuple[int, str]]:
-    """Per records chain id, the last archived (index, hash), over every archive so far."""
-    tips: dict[str, tuple[int, str]] = {}
-    for manifest in conn.execute(select(ArchiveRow.manifest).order_by(ArchiveRow.seq)).scalars():
-        for chain_id, (_, last) in (manifest or {}).get("chains", {}).items():
-            if chain_id not in tips or last[0] > tips[chain_id][0]:
-                tips[chain_id] = (last[0], last[1])
-    return tips
 
 
 def row_from_line(line: dict[str, Any]) -> RecordRow:

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 
 from assay_rules.canonical import canonical_json
 from service.signing import Signer, utc_iso
-from service.store import Base, ChainHeadRow, EvalRow, LabelRow, RecordRow, TaskBlobRow
+from service.tables import ArchiveRow, Base, ChainHeadRow, EvalRow, LabelRow, RecordRow, TaskBlobRow
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,6 @@ class ChainWriter:
                              .where(model.chain_id == lane.chain_id)  # type: ignore[attr-defined]
                              .order_by(model.chain_index.desc()).limit(1)).first()  # type: ignore[attr-defined]
             if last is None and lane.table == "records":  # every row of the chain archived?
-                from service.audit_archive import archived_tips
                 tip = archived_tips(s).get(lane.chain_id)
                 if tip is not None:
                     return tip[0] + 1, tip[1]
@@ -296,3 +295,13 @@ class ChainWriter:
             finally:
                 for lane in taken:
                     lanes.put(lane)
+
+
+def archived_tips(conn: Any) -> dict[str, tuple[int, str]]:
+    """Per records chain id, the last archived (index, hash), over every archive so far."""
+    tips: dict[str, tuple[int, str]] = {}
+    for manifest in conn.execute(select(ArchiveRow.manifest).order_by(ArchiveRow.seq)).scalars():
+        for chain_id, (_, last) in (manifest or {}).get("chains", {}).items():
+            if chain_id not in tips or last[0] > tips[chain_id][0]:
+                tips[chain_id] = (last[0], last[1])
+    return tips

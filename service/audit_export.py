@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy import select
 
 from service.pipeline.results import record_out
-from service.store import AuditStore, RecordRow
+from service.store import AuditStore
+from service.tables import RecordRow
 
 PAGE = 2000
 LINES_PER_CHUNK = 200

@@ -34,7 +34,8 @@ from sqlalchemy import and_, func, or_, select
 
 from assay_rules.canonical import canonical_json
 from service.audit_chain import CHAINED_TABLES, GENESIS, head_hash, head_payload, row_hash, task_digest
-from service.store import AuditStore, ChainHeadRow, RecordRow, TaskBlobRow
+from service.store import AuditStore
+from service.tables import ChainHeadRow, RecordRow, TaskBlobRow
 
 PAGE = 1000
 
@@ -169,7 +170,7 @@ def _check_table(store: AuditStore, table: str, heads: dict[str, dict[int, tuple
     model = CHAINED_TABLES[table]
     states = report.chains.setdefault(table, {})
     if table == "records":  # chains that continue after archived rows start at the last archived one
-        from service.audit_archive import archived_tips
+        from service.audit_chain import archived_tips
         with store.db() as s:
             for chain_id, (index, last_hash) in archived_tips(s).items():
                 states[chain_id] = ChainState(next_index=index + 1, prev=last_hash, archived=index + 1)

@@ -31,7 +31,8 @@ from service.pipeline import Pipeline
 from service.pipeline.judge import gather_or_abort, job_for
 from service.pipeline.resolve import Resolved, caller_facing, resolve, task_error_at
 from service.pipeline.score import score
-from service.store import AuditStore, CertificateRow, VerifierDiffRow
+from service.store import AuditStore
+from service.tables import CertificateRow, VerifierDiffRow
 from verifiers.base import Probe, TaskInvalid, Verdict
 from verifiers.inspection import Generation
 

@@ -31,7 +31,8 @@ from sqlalchemy import delete, func, or_, select, update
 
 from service.config import Settings
 from service.errors import EnvSessionConflict, EnvSessionLimit, EnvSessionNotFound, EnvSessionsFull, EnvSessionTooLarge
-from service.store import AuditStore, EnvSessionRow
+from service.store import AuditStore
+from service.tables import EnvSessionRow
 from verifiers.tool_state.inside.env import Environment, Event
 from verifiers.tool_state.inside.packs import get_pack
 from verifiers.tool_state.task import ToolStateTask

@@ -25,7 +25,8 @@ from service.packing import check_fits, pack
 from service.pipeline import Pipeline
 from service.pipeline.resolve import resolve
 from service.schemas import AdvantageOptions, GroupsRequest
-from service.store import AuditStore, EvalRow, RecordRow
+from service.store import AuditStore
+from service.tables import EvalRow, RecordRow
 from verifiers.math.detectors import FALSE_STEP
 
 # Upper edges of the token buckets of accuracy_by_tokens (a last bucket takes the rest).

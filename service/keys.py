@@ -12,7 +12,8 @@ from sqlalchemy import func, select
 
 from service.errors import KeyNotFound
 from service.schemas import UnicodeText
-from service.store import ApiKeyRow, AuditStore, KeyRevocationRow
+from service.store import AuditStore
+from service.tables import ApiKeyRow, KeyRevocationRow
 from service.validation import printable
 
 

@@ -35,7 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.audit_chain import LINK_ATTEMPTS, ChainWriter, Lane
 from service.errors import AuditWriteFailed
-from service.store import IdempotencyRow, RecordRow, TaskBlobRow, add_blobs
+from service.tables import IdempotencyRow, RecordRow, TaskBlobRow, add_blobs
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ from service.inspection_schemas import (
     Stratum,
     VerifierReview,
 )
-from service.store import AuditStore, LabelRow, RecordRow, RollupHourRow
+from service.store import AuditStore
+from service.tables import LabelRow, RecordRow, RollupHourRow
 
 WILSON_Z = 1.959964  # two-sided 95%
 STRATA: tuple[Stratum, ...] = ("flagged", "correct_unflagged", "incorrect")

@@ -19,7 +19,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from service.eval_metrics import Vote, maj_at_k, pass_at_k
 from service.run_schemas import HeldOut, LengthBucket, RunStep, RunSummary
-from service.store import AuditStore, EvalRow, RecordRow, RunAlarmRow
+from service.store import AuditStore
+from service.tables import EvalRow, RecordRow, RunAlarmRow
 
 NO_ANSWER = "(no answer)"
 QUARTERS = 4

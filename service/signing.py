@@ -25,7 +25,7 @@ from assay_rules.canonical import canonical_json, key_id_of
 
 if TYPE_CHECKING:
     from service.config import Settings
-    from service.store import RecordRow
+    from service.tables import RecordRow
 
 ALGORITHM = "Ed25519"
 

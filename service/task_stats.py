@@ -17,7 +17,8 @@ from sqlalchemy import DateTime, bindparam, select, text
 from assay_rules.variance import ZERO_VARIANCE_SPAN, is_zero_variance
 from service.audit_rollups import dialect_sql
 from service.inspection_schemas import Band, TaskStats
-from service.store import AuditStore, RecordRow, RollupTaskRow
+from service.store import AuditStore
+from service.tables import RecordRow, RollupTaskRow
 
 BANDS: tuple[tuple[float, Band], ...] = ((0.05, "too_hard"), (0.3, "hard"), (0.7, "medium"), (0.95, "easy"))
 

@@ -22,7 +22,7 @@ from service.pipeline.judge import gather_or_abort, job_for
 from service.pipeline.resolve import Resolved
 from service.pipeline.score import score
 from service.review import wilson_interval
-from service.store import RecordRow, VerifierDiffRow
+from service.tables import RecordRow, VerifierDiffRow
 from verifiers import registry
 from verifiers.base import TaskInvalid
 from verifiers.inspection import Generation

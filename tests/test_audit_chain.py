@@ -25,7 +25,8 @@ import pytest
 import sqlalchemy as sa
 
 from service.audit_chain import row_hash
-from service.store import AuditStore, RecordRow
+from service.store import AuditStore
+from service.tables import RecordRow
 from service.testing.app import AppServer, app_settings
 from tests.conftest import REPO
 from tests.test_audit_postgres import postgres_url  # noqa: F401  (fixture)
@@ -315,7 +316,7 @@ def test_two_writers_on_one_chain_id_stay_one_chain(empty_url: str, tmp_path: Pa
     head and links after the other's rows; a request_id conflict is still the caller's error. Values the
     JSON columns store differently (integer keys, tuples) hash as they are read back."""
     from service.signing import Signer
-    from service.store import TaskBlobRow
+    from service.tables import TaskBlobRow
 
     signer = Signer.load_or_create(tmp_path / "k.pem")
     a, b = (AuditStore(empty_url, signer, chain_id="shared", lanes=1) for _ in range(2))

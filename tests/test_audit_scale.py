@@ -28,7 +28,8 @@ from service.audit_verify import verify
 from service.pipeline.results import record_out
 from service.review import STRATA, review_queue, stratum_of
 from service.signing import Signer
-from service.store import AuditStore, LabelRow, RecordRow, TaskBlobRow
+from service.store import AuditStore
+from service.tables import LabelRow, RecordRow, TaskBlobRow
 from service.task_stats import raw_correctness, task_stats
 from service.ui.queries import OverviewFilter, overview
 from tests.conftest import REPO

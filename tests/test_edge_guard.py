@@ -19,7 +19,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from service.store import AuditStore, EvalRow
+from service.store import AuditStore
+from service.tables import EvalRow
 from service.testing.ui import sign_in
 from tests.conftest import REPO, LiveServer
 

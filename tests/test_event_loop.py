@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.store import AuditStore, RecordRow, TaskBlobRow, new_record_id
+from service.store import AuditStore
+from service.tables import RecordRow, TaskBlobRow, new_record_id
 from service.testing.live import LiveServer
 
 RECORDS = 10_000

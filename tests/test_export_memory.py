@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from service.store import AuditStore, RecordRow, TaskBlobRow, new_record_id
+from service.store import AuditStore
+from service.tables import RecordRow, TaskBlobRow, new_record_id
 from service.ui import bundle
 from service.ui.queries import RecordFilter
 

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 
 from service.errors import AuditWriteFailed
 from service.signing import Signer
-from service.store import AuditStore, IdempotencyRow, RecordRow, TaskBlobRow
+from service.store import AuditStore
+from service.tables import IdempotencyRow, RecordRow, TaskBlobRow
 from tests.conftest import LiveServer
 from tests.test_audit_chain import audit_verify, empty_url  # noqa: F401  (fixture)
 from tests.test_audit_postgres import postgres_url  # noqa: F401  (fixture)

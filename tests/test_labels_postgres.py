@@ -5,7 +5,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from service.store import AuditStore, EvalRow, LabelRow
+from service.store import AuditStore
+from service.tables import EvalRow, LabelRow
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.postgres

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 
 from service import migrations
 from service.audit_partitions import is_derived, schema_differences
-from service.store import AuditStore, Base
+from service.store import AuditStore
+from service.tables import Base
 from tests.conftest import REPO, LiveServer
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 from tests.test_audit_store import assert_append_only

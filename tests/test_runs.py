@@ -19,7 +19,8 @@ import pytest
 from service.alarms import diversity_collapse, length_growth, timeouts_by_length
 from service.run_schemas import LengthBucket, RunStep, Thresholds
 from service.runs import steps
-from service.store import AuditStore, RecordRow
+from service.store import AuditStore
+from service.tables import RecordRow
 from service.testing.app import AppServer, app_settings
 from service.testing.runs import SyntheticRun, replay
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
@@ -365,7 +366,7 @@ def test_alarms_are_append_only_and_metric_labels_are_bounded(tmp_path: Path) ->
 
     from service.alarms import OTHER_RUNS, AlarmSink
     from service.config import Settings
-    from service.store import RunAlarmRow
+    from service.tables import RunAlarmRow
 
     store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}")
     with store.db() as s, s.begin():

@@ -49,7 +49,8 @@ from service.pipeline.resolve import Resolved, ResolvedGroup
 from service.pipeline.task_cache import ResolvedTasks, resolve_where_cheap
 from service.pipeline.work import Work, generation_of
 from service.schemas import GroupError, GroupSpec, GroupsRequest, GroupsResponse, ReplayOut, VerifyRequest, VerifyResult
-from service.store import AuditStore, RecordRow
+from service.store import AuditStore
+from service.tables import RecordRow
 from verifiers.inspection import Generation
 
 __all__ = ["Pipeline", "Resolved", "Work", "generation_of", "replay", "run_groups", "verify_locally"]

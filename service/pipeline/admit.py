@@ -22,7 +22,7 @@ from service.errors import RequestIdConflict, RequestInvalid, Saturated
 from service.metrics import Metrics
 from service.pipeline.resolve import Resolved, ResolvedGroup
 from service.schemas import GroupResult, GroupsResponse
-from service.store import RecordRow
+from service.tables import RecordRow
 from verifiers.base import sha256_text
 
 if TYPE_CHECKING:

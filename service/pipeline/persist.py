@@ -25,7 +25,8 @@ from service.pipeline.results import Placement, failed_group, group_result, reco
 from service.pipeline.score import Scored
 from service.pipeline.work import Work
 from service.schemas import GroupError, GroupResult, GroupsResponse
-from service.store import IdempotencyRow, RecordRow, TaskBlobRow, is_integrity_error
+from service.store import is_integrity_error
+from service.tables import IdempotencyRow, RecordRow, TaskBlobRow
 
 if TYPE_CHECKING:
     from service.pipeline import Pipeline

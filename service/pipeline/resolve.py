@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from service import views
 from service.errors import RecordNotFound, RequestInvalid, TaskNotFound
 from service.schemas import RegisteredTask, TaskRef, TaskRegistration
-from service.store import RecordRow, TaskBlobRow
+from service.tables import RecordRow, TaskBlobRow
 from verifiers import registry
 from verifiers.base import Outcome, TaskBase, TaskInvalid, UnknownVerifier, Verifier
 from verifiers.feedback import HiddenText, infrastructure

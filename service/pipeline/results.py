@@ -22,7 +22,7 @@ from service.pipeline.resolve import Resolved
 from service.pipeline.score import Scored
 from service.schemas import ComponentOut, GroupError, GroupResult, GroupSpec, RecordOut, RunTag, VerifyResult
 from service.signing import Signer
-from service.store import RecordRow, new_record_id
+from service.tables import RecordRow, new_record_id
 from verifiers import registry
 from verifiers.base import sha256_text
 

@@ -22,7 +22,8 @@ from typing import IO, Any
 from sqlalchemy import select
 
 from service.routes.records import record_out
-from service.store import AuditStore, RecordRow
+from service.store import AuditStore
+from service.tables import RecordRow
 from service.ui.queries import SORTS, RecordFilter, after_condition, apply_filter, cursor_value, ordering
 from service.ui.render import STATIC, render_text
 

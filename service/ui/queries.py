@@ -20,7 +20,8 @@ from sqlalchemy.orm import aliased
 from service.advantages import group_advantages
 from service.audit_rollups import LATENCY_BINS_PER_E, LATENCY_FLOOR_MS, latency_bin_value
 from service.schemas import Verdict
-from service.store import AuditStore, LabelRow, RecordRow, RollupHourRow
+from service.store import AuditStore
+from service.tables import LabelRow, RecordRow, RollupHourRow
 from verifiers import registry
 
 PAGE_SIZE = 50

@@ -17,7 +17,8 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from service.auth import authenticate
-from service.store import AuditStore, UiSessionRow
+from service.store import AuditStore
+from service.tables import UiSessionRow
 
 SESSION_COOKIE = "assay_session"
 LOGIN_CSRF_COOKIE = "assay_login_csrf"

@@ -1,0 +1,410 @@
+"""The audit store's tables (SQLAlchemy 2 models) and the one insert that several writers share.
+
+The schema is owned by the Alembic revisions in service/migrations: a change to these
+models needs a revision there (tests/test_migrations.py compares the two). The store
+(service/store.py), the chain writer (service/audit_chain.py) and the group-commit writer
+(service/record_writer.py) all import these; none of them imports another for a table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Connection,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    select,
+)
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Chained:
+    """Hash-chain columns of an append-only table (service/audit_chain.py writes and checks them).
+
+    A new column on a chained table must be nullable: a row's hash leaves NULLs out, so the
+    hashes of rows written before the column existed stay valid."""
+
+    chain_id: Mapped[str | None] = mapped_column(String(64))
+    chain_index: Mapped[int | None] = mapped_column(Integer)
+    chain_prev: Mapped[str | None] = mapped_column(String(64))
+    chain_hash: Mapped[str | None] = mapped_column(String(64))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RecordRow(Chained, Base):
+    __tablename__ = "records"
+    __table_args__ = (
+        Index("uq_records_chain", "chain_id", "chain_index", unique=True),
+        Index("ix_records_created", "created_at"),
+        Index("ix_records_verdict", "verdict"),
+        Index("ix_records_verifier", "verifier"),
+        Index("ix_records_group", "group_id"),
+        Index("ix_records_task", "task_id"),
+        # Keyset pages of the viewer: a filter or sort column, then seq as the tie-breaker.
+        Index("ix_records_verifier_seq", "verifier", "seq"),
+        Index("ix_records_verdict_seq", "verdict", "seq"),
+        Index("ix_records_caller_seq", "caller_key_id", "seq"),
+        Index("ix_records_reward_seq", "reward", "seq"),
+        Index("ix_records_duration_seq", "duration_ms", "seq"),
+        UniqueConstraint("caller_key_id", "request_id", name="uq_records_caller_request"),
+        # One record per response of a request, whatever an executor (a Ray task) retried.
+        # A unique index, not a constraint: SQLite adds one without rebuilding the table.
+        Index("uq_records_submission_index", "submission_id", "submission_index", unique=True),
+        # Per-run series (/v1/runs): every run query filters on the run, then groups by step.
+        Index("ix_records_run_step", "run_id", "run_step", "seq"),
+        # Records of a task by content hash (issue 27: /v1/records?task_hash= at scale).
+        Index("ix_records_task_hash_seq", "task_hash", "seq"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    request_id: Mapped[str | None] = mapped_column(String(200))
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    task_id: Mapped[str | None] = mapped_column(String(200))
+    task_hash: Mapped[str] = mapped_column(String(64))
+    task_public: Mapped[dict] = mapped_column(JSON)
+    verifier: Mapped[str] = mapped_column(String(64))
+    verifier_version: Mapped[str] = mapped_column(String(32))
+    response_hash: Mapped[str] = mapped_column(String(64))
+    response: Mapped[str | None] = mapped_column(Text)
+    components: Mapped[dict] = mapped_column(JSON)
+    reward: Mapped[float] = mapped_column(Float)
+    verdict: Mapped[str] = mapped_column(String(32))
+    evidence: Mapped[dict] = mapped_column(JSON)
+    flags: Mapped[list] = mapped_column(JSON)
+    sandbox_backend: Mapped[str] = mapped_column(String(32))
+    usage: Mapped[dict | None] = mapped_column(JSON)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    group_id: Mapped[str | None] = mapped_column(String(64))
+    group_index: Mapped[int | None] = mapped_column(Integer)
+    # The request that produced the record (one id per /v1/verify or /v1/groups call) and
+    # the response's position in it.
+    submission_id: Mapped[str | None] = mapped_column(String(32))
+    submission_index: Mapped[int | None] = mapped_column(Integer)
+    # What the caller was told about the group, as it was told (the advantage options are per request).
+    advantage: Mapped[float | None] = mapped_column(Float)
+    group_mean: Mapped[float | None] = mapped_column(Float)
+    group_std: Mapped[float | None] = mapped_column(Float)
+    group_zero_variance: Mapped[bool | None] = mapped_column(Boolean)
+    # Inspection (issue 12): flag evidence by name, generation facts, mask, evaluation run.
+    flag_evidence: Mapped[dict | None] = mapped_column(JSON)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    masked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    eval_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    # What a policy may be shown (issue 20); `evidence` stays the full audit view.
+    feedback: Mapped[dict | None] = mapped_column(JSON)
+    # Training runs (issue 26): the run and step the request named (`run: {id, step}`).
+    run_id: Mapped[str | None] = mapped_column(String(200))
+    run_step: Mapped[int | None] = mapped_column(Integer)
+    # SHA-256 of the task blob's canonical JSON when the record was written (audit verify).
+    task_digest: Mapped[str | None] = mapped_column(String(64))
+
+
+class LabelRow(Chained, Base):
+    """A reviewer's label on a record. Append-only, like records: a new label supersedes."""
+
+    __tablename__ = "labels"
+    __table_args__ = (Index("ix_labels_record", "record_id"),
+                      Index("uq_labels_chain", "chain_id", "chain_index", unique=True))
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    record_id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    author: Mapped[str] = mapped_column(String(200))
+    author_key_id: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(16))  # agree | disagree | exploit
+    corrected_verdict: Mapped[str | None] = mapped_column(String(32))
+    pattern: Mapped[str | None] = mapped_column(String(100))
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class EvalRow(Chained, Base):
+    """A held-out evaluation run; its records carry its id. Written once."""
+
+    __tablename__ = "evals"
+    __table_args__ = (Index("uq_evals_chain", "chain_id", "chain_index", unique=True),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    name: Mapped[str] = mapped_column(String(200))
+    checkpoint: Mapped[str] = mapped_column(String(200))
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    # {family: [{"task_key", "record_ids": [...]}]}: which records answer which task.
+    layout: Mapped[dict] = mapped_column(JSON)
+
+
+class RunThresholdsRow(Base):
+    """A run's alarm thresholds, as a team set them (`PUT /v1/runs/{id}/thresholds`). Not an
+    audit record: a later setting replaces an earlier one."""
+
+    __tablename__ = "run_thresholds"
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    thresholds: Mapped[dict] = mapped_column(JSON)
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class RunAlarmRow(Base):
+    """An alarm raised on a run: once per (run, rule, subject), the first time its rule held."""
+
+    __tablename__ = "run_alarms"
+    __table_args__ = (UniqueConstraint("run_id", "rule", "subject", name="uq_run_alarms"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(200))
+    rule: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(200))  # e.g. the flag's name; "" when the rule has none
+    step: Mapped[int] = mapped_column(Integer)  # the step at which it was first seen
+    raised_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    detail: Mapped[dict] = mapped_column(JSON)
+
+
+class ChainHeadRow(Base):
+    """A signed head of one hash chain (service/audit_chain.py). The heads form a chain of
+    their own (`prev_hash`, `position`), so removing a whole chain's heads shows too."""
+
+    __tablename__ = "audit_heads"
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    chain_table: Mapped[str] = mapped_column(String(32))
+    chain_id: Mapped[str] = mapped_column(String(64))
+    chain_index: Mapped[int] = mapped_column(Integer)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+    key_id: Mapped[str] = mapped_column(String(16))
+    signature: Mapped[str] = mapped_column(String(100))
+
+
+class TaskBlobRow(Base):
+    """Full task content by hash, for replay. Never returned by any endpoint."""
+
+    __tablename__ = "task_blobs"
+    task_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    verifier: Mapped[str] = mapped_column(String(64))
+    task: Mapped[dict] = mapped_column(JSON)
+
+
+class RegisteredTaskRow(Base):
+    __tablename__ = "tasks"
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    verifier: Mapped[str] = mapped_column(String(64))
+    task_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class ApiKeyRow(Base):
+    __tablename__ = "api_keys"
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class KeyRevocationRow(Base):
+    """A key's revocation: append-only (service/keys.py inserts, nothing updates `api_keys`)."""
+
+    __tablename__ = "key_revocations"
+    __table_args__ = (Index("ix_key_revocations_key", "key_id"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key_id: Mapped[str] = mapped_column(String(64))
+    revoked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    revoked_by: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(String(500))
+
+
+class IdempotencyRow(Base):
+    __tablename__ = "idempotency"
+    __table_args__ = (UniqueConstraint("caller_key_id", "key", name="uq_idempotency"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    caller_key_id: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    response: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class EnvSessionRow(Base):
+    """A `/v1/envs` environment session, shared by every API replica. Not an audit record:
+    rows change as calls are made and go once they expire."""
+
+    __tablename__ = "env_sessions"
+    __table_args__ = (Index("ix_env_sessions_caller", "caller_key_id"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    caller_key_id: Mapped[str] = mapped_column(String(64))
+    opened: Mapped[dict] = mapped_column(JSON)  # the open request: verifier and task or task_id
+    calls: Mapped[list] = mapped_column(JSON)  # the calls made so far, as sent
+    trace_chars: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped by every change: a replica writes only over the version it read.
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    touched_at: Mapped[float] = mapped_column(Float)  # the session clock's time of the last use
+    finishing_since: Mapped[float | None] = mapped_column(Float)
+    result: Mapped[dict | None] = mapped_column(JSON)
+
+
+class UiSessionRow(Base):
+    """A signed-in viewer session: the cookie holds a random token, the table its hash."""
+
+    __tablename__ = "ui_sessions"
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(64))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CertificateRow(Base):
+    """A task's certification (service/certification.py). Append-only: the newest per task hash counts."""
+
+    __tablename__ = "certificates"
+    __table_args__ = (Index("ix_certificates_task_hash_seq", "task_hash", "seq"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    task_hash: Mapped[str] = mapped_column(String(64))
+    task_id: Mapped[str | None] = mapped_column(String(200))
+    verifier: Mapped[str] = mapped_column(String(64))
+    verifier_version: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))  # certified | quarantined
+    reasons: Mapped[list] = mapped_column(JSON)
+    # [{"run", "verdict", "reward", "duration_ms"}] and [{"name", "verdict", "reward", "excused"}]
+    reference_runs: Mapped[list] = mapped_column(JSON)
+    probes: Mapped[list] = mapped_column(JSON)
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    # Whether it decides the task's standing: always for an inline task; for a registered one only
+    # when an admin key (or the CLI) certified it, so a `reward` key cannot quarantine a shared task.
+    counts: Mapped[bool] = mapped_column(Boolean)
+
+
+class VerifierDiffRow(Base):
+    """A release-gate report (service/verifier_diff.py): logged verdicts against the code as it is now."""
+
+    __tablename__ = "verifier_diffs"
+    __table_args__ = (Index("ix_verifier_diffs_verifier_seq", "verifier", "seq"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    verifier: Mapped[str] = mapped_column(String(64))
+    verifier_version: Mapped[str] = mapped_column(String(32))
+    report: Mapped[dict] = mapped_column(JSON)
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class RollupHourRow(Base):
+    """Counts per hour of the records (service/audit_rollups.py); written by a trigger on records."""
+
+    __tablename__ = "rollup_hours"
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch hours (UTC)
+    verifier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupTaskRow(Base):
+    """Curriculum tallies per task (service/audit_rollups.py); written by a trigger on records."""
+
+    __tablename__ = "rollup_tasks"
+    __table_args__ = (Index("ix_rollup_tasks_first_seq", "first_seq"),
+                      Index("ix_rollup_tasks_verifier_first_seq", "verifier", "first_seq"))
+    task_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # '' for an inline task
+    verifier: Mapped[str] = mapped_column(String(64))
+    first_seq: Mapped[int] = mapped_column(BigInteger)
+    first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(BigInteger)
+    judged: Mapped[int] = mapped_column(BigInteger)
+    correct_sum: Mapped[float] = mapped_column(Float)
+    tokens_n: Mapped[int] = mapped_column(BigInteger)
+    tokens_sum: Mapped[int] = mapped_column(BigInteger)
+    groups: Mapped[int] = mapped_column(BigInteger)
+    zv_groups: Mapped[int] = mapped_column(BigInteger)
+
+
+class RecordKeyRow(Base):
+    """Postgres: the records' unique keys (a partitioned table's unique index must hold the
+    partition key, so uniqueness of id, request, response index and chain position lives
+    here); filled by the insert trigger of revision 0012. Unused on SQLite."""
+
+    __tablename__ = "record_keys"
+    __table_args__ = (UniqueConstraint("caller_key_id", "request_id", name="uq_record_keys_request"),
+                      Index("uq_record_keys_submission", "submission_id", "submission_index", unique=True),
+                      Index("uq_record_keys_chain", "chain_id", "chain_index", unique=True))
+    record_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    request_id: Mapped[str | None] = mapped_column(String(200))
+    submission_id: Mapped[str | None] = mapped_column(String(32))
+    submission_index: Mapped[int | None] = mapped_column(Integer)
+    chain_id: Mapped[str | None] = mapped_column(String(64))
+    chain_index: Mapped[int | None] = mapped_column(Integer)
+
+
+class ArchiveRow(Base):
+    """An archive of records written by `assay audit archive` (service/audit_archive.py): where,
+    what it holds, and each chain's last archived row, so the chains continue across it."""
+
+    __tablename__ = "audit_archives"
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    before: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    records: Mapped[int] = mapped_column(BigInteger)
+    # {chain_id: [last archived chain_index, its chain_hash]}, the removed partitions, counts.
+    manifest: Mapped[dict] = mapped_column(JSON)
+
+
+def new_record_id() -> str:
+    return uuid.uuid4().hex
+
+
+def add_blobs(db: Session | Connection, blobs: list[TaskBlobRow]) -> None:
+    """Store task contents by hash (in a unit of work or on a Core connection); one already
+    stored (maybe by a concurrent request this instant) is left as it is, so storing a task
+    is idempotent."""
+    values = [{"task_hash": b.task_hash, "verifier": b.verifier, "task": b.task}
+              for b in {b.task_hash: b for b in blobs}.values()]
+    if not values:
+        return
+    dialect = (db.dialect if isinstance(db, Connection) else db.get_bind().dialect).name
+    if dialect in _INSERT_IGNORING_DUPLICATES:
+        statement = _BLOB_INSERTS.get(dialect)
+        if statement is None:  # built once: an executemany of it is compiled once, too
+            statement = _BLOB_INSERTS[dialect] = (_INSERT_IGNORING_DUPLICATES[dialect](TaskBlobRow.__table__)
+                                                  .on_conflict_do_nothing(index_elements=["task_hash"]))
+        db.execute(statement, values)
+        return
+    table = TaskBlobRow.__table__
+    for value in values:  # other databases: check first (not race-free)
+        if db.execute(select(table.c.task_hash).where(table.c.task_hash == value["task_hash"])).first() is None:
+            db.execute(table.insert().values(value))
+
+
+_BLOB_INSERTS: dict[str, Any] = {}
+_INSERT_IGNORING_DUPLICATES = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
