@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from service import audit_partitions  # noqa: E402
 from service.store import AuditStore  # noqa: E402
-from tests.conftest import LiveServer  # noqa: E402
+from service.testing.live import LiveServer  # noqa: E402
 
 COLUMNS = ("id", "created_at", "request_id", "caller_key_id", "task_id", "task_hash", "task_public", "verifier",
            "verifier_version", "response_hash", "response", "components", "reward", "verdict", "evidence", "flags",

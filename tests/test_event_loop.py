@@ -88,7 +88,9 @@ def _p90(values: list[float]) -> float:
 # /healthz for the rest of the lock; one that reads on a worker thread leaves it free.
 
 HOLD_S = 3.0
-LOCKED_TABLES = ("records", "labels", "evals", "task_blobs", "tasks", "idempotency", "env_sessions")
+# The rollups too: the overview and task statistics read them instead of the records (revision 0012).
+LOCKED_TABLES = ("records", "labels", "evals", "task_blobs", "tasks", "idempotency", "env_sessions",
+                 "rollup_hours", "rollup_tasks")
 
 
 def _routes(server: LiveServer, ids: dict[str, str]) -> list[tuple[str, str, dict | None]]:

@@ -150,8 +150,11 @@ def test_a_dead_replay_session_falls_back_to_a_fresh_process(
     monkeypatch.setattr(runner, "SESSION_LIMITS", runner.SESSION_LIMITS.replace(wall_s=0.5))
     try:
         assert verifier.verify(task, honest_response(), ctx).usage["mode"] == "replay_session"
+        # The condition waited for is the session's wall-clock life limit itself: let it pass
+        # untouched (a group using the session meanwhile could race its end), then poll.
+        time.sleep(runner.SESSION_LIMITS.wall_s + 0.3)
         deadline = time.monotonic() + 30
-        while True:  # until the session's life limit has ended it and a group finds it dead
+        while True:  # until a group finds the ended session dead
             after = verifier.verify(task, honest_response(), ctx)
             assert after.verdict is Verdict.correct
             if "mode" not in after.usage or time.monotonic() > deadline:
