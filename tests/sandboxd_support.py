@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from sandboxes.base import SandboxUnavailable
 from sandboxes.remote import RemoteSandbox
+from service.testing.live import terminate
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 120.0
@@ -55,10 +55,4 @@ class Sandboxd:
         return self.log_path.read_text()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from service.store import AuditStore
+from service.testing.ray_cluster import kill_tree
 from tests.conftest import LiveServer
-from tests.ray_cluster import kill_tree
 from tests.test_audit_chain import audit_verify
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,9 @@ import time
 
 import pytest
 from conftest import BACKENDS
-from proof_support import SET_MM
 
 from sandboxes.factory import create_sandbox
+from service.testing.metamath import SET_MM
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
 from verifiers.proof import verifier as proof_module
 from verifiers.registry import get

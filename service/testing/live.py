@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,18 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+
+
+def terminate(proc: subprocess.Popen, timeout_s: float = 30, kill: Callable[[int], None] | None = None) -> None:
+    """SIGTERM, then a kill (`kill(pid)` when given, e.g. of the whole tree) if it does not end in time."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        (kill or (lambda _pid: proc.kill()))(proc.pid)
+        proc.wait()
 
 class LiveServer:
     """`assay serve` in a subprocess, as an operator would run it."""
@@ -65,13 +78,8 @@ class LiveServer:
         raise RuntimeError(f"server did not become ready: {self.log_path.read_text()[-3000:]}")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            terminate(self.proc)
 
     def restart(self) -> None:
         self.stop()

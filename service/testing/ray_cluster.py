@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from service.testing.live import REPO
+from service.testing.live import REPO, terminate
 
 RAY = str(Path(sys.executable).with_name("ray"))
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
@@ -241,10 +241,4 @@ class UdsServer:
                             headers={"Authorization": f"Bearer {key}"}, timeout=timeout)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                kill_tree(self.proc.pid)
-                self.proc.wait()
+        terminate(self.proc, kill=kill_tree)

@@ -302,16 +302,22 @@ def overview(store: AuditStore, f: OverviewFilter, exact_limit: int = OVERVIEW_E
     return _shape(width, verdicts, flags, groups, lengths, latency)
 
 
-def _first_and_last(s: Any, f: OverviewFilter, cond: Any) -> tuple[datetime | None, datetime | None]:
-    """The window's first and last record: the rollups name their hours, the records (one
-    partition each on Postgres) the moments within them."""
-    stmt = select(func.min(RollupHourRow.hour), func.max(RollupHourRow.hour)).where(RollupHourRow.kind == "verdict")
+def _in_window(stmt: Any, f: OverviewFilter) -> Any:
+    """The rollup rows of the filter's verifier in the hours its window touches."""
     if f.verifier:
         stmt = stmt.where(RollupHourRow.verifier == f.verifier)
     if f.since:
         stmt = stmt.where(RollupHourRow.hour >= math.floor(f.since.timestamp() / HOUR))
     if f.until:
         stmt = stmt.where(RollupHourRow.hour <= math.floor(f.until.timestamp() / HOUR))
+    return stmt
+
+
+def _first_and_last(s: Any, f: OverviewFilter, cond: Any) -> tuple[datetime | None, datetime | None]:
+    """The window's first and last record: the rollups name their hours, the records (one
+    partition each on Postgres) the moments within them."""
+    stmt = select(func.min(RollupHourRow.hour), func.max(RollupHourRow.hour)).where(RollupHourRow.kind == "verdict")
+    stmt = _in_window(stmt, f)
     first, last = s.execute(stmt).one()
     if first is None:  # rollups empty: a store written before them? ask the records
         return s.execute(select(func.min(RecordRow.created_at), func.max(RecordRow.created_at)).where(cond)).one()
@@ -369,12 +375,7 @@ def _hour_range(f: OverviewFilter) -> tuple[int | None, int | None]:
 def _rollup_count(s: Any, f: OverviewFilter) -> int:
     """Records in the hours the window touches (an upper bound of the window's count)."""
     stmt = select(func.coalesce(func.sum(RollupHourRow.n), 0)).where(RollupHourRow.kind == "verdict")
-    if f.verifier:
-        stmt = stmt.where(RollupHourRow.verifier == f.verifier)
-    if f.since:
-        stmt = stmt.where(RollupHourRow.hour >= math.floor(f.since.timestamp() / HOUR))
-    if f.until:
-        stmt = stmt.where(RollupHourRow.hour <= math.floor(f.until.timestamp() / HOUR))
+    stmt = _in_window(stmt, f)
     return int(s.execute(stmt).scalar_one())
 
 
