@@ -69,6 +69,10 @@ def dialect_sql(dialect: str) -> dict[str, str]:
         # partitions of those days), not in the whole history.
         "lookback": (f"AND e.created_at >= (SELECT min(n.created_at) FROM n) - interval '{GROUP_LOOKBACK}'"
                      if pg else ""),
+        # SQLite's planner (no statistics) would look for a group's earlier rows through the
+        # caller's (caller_key_id, seq) index, reading every earlier record of the caller for each
+        # new row; the group index reads only the group's own rows.
+        "records_by_group": "records e" if pg else "records e INDEXED BY ix_records_group",
         "hour_range": ("AND e.created_at >= to_timestamp(g.hour * 3600) "
                        "AND e.created_at < to_timestamp((g.hour + 1) * 3600)" if pg else ""),
         "bin": (f"CAST(floor(ln(greatest(r.duration_ms, {LATENCY_FLOOR_MS})) * {LATENCY_BINS_PER_E}) AS INTEGER)"
@@ -118,7 +122,7 @@ SELECT g.* FROM (
          min(n.seq) AS first_seq, max(CASE WHEN n.group_zero_variance THEN 1 ELSE 0 END) AS zv
   FROM {n} n WHERE n.group_id IS NOT NULL AND n.group_zero_variance IS NOT NULL
   GROUP BY n.hour, n.verifier, n.caller_key_id, n.group_id) g
-WHERE NOT EXISTS (SELECT 1 FROM records e WHERE e.group_id = g.group_id
+WHERE NOT EXISTS (SELECT 1 FROM {d['records_by_group']} WHERE e.group_id = g.group_id
   AND e.caller_key_id IS NOT DISTINCT FROM g.caller AND e.verifier = g.verifier
   AND e.group_zero_variance IS NOT NULL AND e.seq < g.first_seq AND {d['hour_e']} = g.hour {d['hour_range']})"""
     return f"""
