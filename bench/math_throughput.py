@@ -22,8 +22,9 @@ verl's default reward manager and many scripts call a reward service). Then the 
 cost per request (`request_costs`): the latency of a trivially judged answer sent one at a time
 (p50), the wall time per request and the API process's CPU per request with 8 clients at once,
 with the machine's load average and the fsync latency of the database's disk (a SQLite commit
-with synchronous=FULL waits for one). Clients keep their connection (one `httpx.Client` per
-client thread), as a trainer does.
+with synchronous=FULL waits for one). Every Assay run also prints the API process's CPU and this
+client's own CPU per request: the client (httpx, JSON) runs on the same cores as the service.
+Clients keep their connection (one `httpx.Client` per client thread), as a trainer does.
 """
 
 from __future__ import annotations
@@ -212,6 +213,8 @@ def run_assay(server: LiveServer, pairs: list[Pair], concurrency: int,
         return [r.json()["reward"]] if singles else r.json()["groups"][0]["rewards"]
 
     units = [[pair] for pair in pairs] if singles else _groups(pairs)
+    assert server.proc is not None
+    server_cpu, client_cpu = _cpu_s(server.proc.pid), time.process_time()
     started = time.perf_counter()
     try:
         with ThreadPoolExecutor(concurrency) as pool:
@@ -219,6 +222,9 @@ def run_assay(server: LiveServer, pairs: list[Pair], concurrency: int,
     finally:
         clients.close()
     elapsed = time.perf_counter() - started
+    server_cpu, client_cpu = _cpu_s(server.proc.pid) - server_cpu, time.process_time() - client_cpu
+    print(f"({len(units)} requests: API process CPU {1000 * server_cpu / len(units):.2f} ms a request, this client's "
+          f"CPU {1000 * client_cpu / len(units):.2f} ms a request, on the same cores)")
     if retried:
         print(f"retried after a 5xx or a reset connection: {len(retried)} requests, e.g. gold {retried[0][:60]!r}")
     return elapsed, rewards
@@ -348,22 +354,22 @@ def request_costs(server: LiveServer, sequential: int = 400, concurrent: int = 1
         for _ in range(50):
             c.post("/v1/verify", json=body).raise_for_status()
         latencies = []
-        cpu = _cpu_s(server.proc.pid)
+        cpu, own = _cpu_s(server.proc.pid), time.process_time()
         for _ in range(sequential):
             started = time.perf_counter()
             c.post("/v1/verify", json=body).raise_for_status()
             latencies.append(time.perf_counter() - started)
-        cpu = _cpu_s(server.proc.pid) - cpu
+        cpu, own = _cpu_s(server.proc.pid) - cpu, time.process_time() - own
     latencies.sort()
     print(f"sequential, {sequential} requests: latency p50 {1000 * latencies[len(latencies) // 2]:.2f} ms, "
           f"p90 {1000 * latencies[int(len(latencies) * 0.9)]:.2f} ms; server CPU {1000 * cpu / sequential:.2f} ms "
-          f"a request; {_load()}")
+          f"a request, client CPU {1000 * own / sequential:.2f} ms a request; {_load()}")
     pool_clients = _Clients(server)
 
     def send(_: int) -> None:
         pool_clients.get().post("/v1/verify", json=body).raise_for_status()
 
-    cpu = _cpu_s(server.proc.pid)
+    cpu, own = _cpu_s(server.proc.pid), time.process_time()
     started = time.perf_counter()
     try:
         with ThreadPoolExecutor(clients) as pool:
@@ -371,10 +377,10 @@ def request_costs(server: LiveServer, sequential: int = 400, concurrent: int = 1
     finally:
         pool_clients.close()
     elapsed = time.perf_counter() - started
-    cpu = _cpu_s(server.proc.pid) - cpu
+    cpu, own = _cpu_s(server.proc.pid) - cpu, time.process_time() - own
     print(f"{clients} clients, {concurrent} requests: {concurrent / elapsed:.0f} requests/s, "
           f"{1000 * elapsed / concurrent:.2f} ms of wall time a request, server CPU {1000 * cpu / concurrent:.2f} ms "
-          f"a request; {_load()}")
+          f"a request, client CPU {1000 * own / concurrent:.2f} ms a request; {_load()}")
 
 
 def _category(math_verify: Scored, case: dict | None, documented: set[str]) -> str:

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # Rows taken into one transaction at most: bounds a commit's size (and a waiter's wait) under a flood.
 MAX_BATCH_ROWS = 4096
+# Task hashes remembered as stored (then forgotten all at once: a forgotten blob is inserted again, a no-op).
+MAX_STORED_BLOBS = 65536
 _STOP = object()
 
 
@@ -70,8 +72,9 @@ _RECORDS: Table = RecordRow.__table__  # type: ignore[assignment]
 _IDEMPOTENCY: Table = IdempotencyRow.__table__  # type: ignore[assignment]
 
 
-def _insert(conn: Connection, items: list[_Pending]) -> None:
-    add_blobs(conn, [b for item in items for b in item.blobs])
+def _insert(conn: Connection, items: list[_Pending], stored: set[str] | frozenset[str] = frozenset()) -> None:
+    """`stored`: task hashes whose blobs this writer has committed (blobs are never removed)."""
+    add_blobs(conn, [b for item in items for b in item.blobs if b.task_hash not in stored])
     _insert_objects(conn, _RECORDS, [row for item in items for row in item.rows])
     _insert_objects(conn, _IDEMPOTENCY, [item.idempotency for item in items if item.idempotency is not None])
 
@@ -90,6 +93,8 @@ class RecordWriter:
         # Transactions committed and requests they carried (a request's rows count once they are durable).
         self.commits = 0
         self.requests_written = 0
+        # Task hashes of blobs committed by this writer: a task's next requests skip its blob's insert.
+        self._stored_blobs: set[str] = set()
 
     # ------------------------------------------------------------------ callers
 
@@ -185,7 +190,7 @@ class RecordWriter:
             if rows:
                 lane.link(rows)
             with self.engine.begin() as conn:
-                _insert(conn, batch)
+                _insert(conn, batch, self._stored_blobs)
         except Exception as exc:  # noqa: BLE001 - retried one request at a time, where it is told apart
             if len(batch) == 1 and not isinstance(exc, IntegrityError):
                 lane.index = None  # the database's head is what counts after a failure
@@ -196,7 +201,7 @@ class RecordWriter:
             return False
         if rows:
             lane.advance(rows)
-        self.commits += 1
+        self._committed(batch)
         self.requests_written += len(batch)
         for pending in batch:
             pending.done.set_result(None)
@@ -222,7 +227,7 @@ class RecordWriter:
                 lane.link(pending.rows)
             try:
                 with self.engine.begin() as conn:
-                    _insert(conn, [pending])
+                    _insert(conn, [pending], self._stored_blobs)
             except IntegrityError:
                 head = self.chains.read_head(lane)
                 if head == (lane.index, lane.prev) or attempt + 1 == LINK_ATTEMPTS:
@@ -231,9 +236,15 @@ class RecordWriter:
                 continue
             if pending.rows:
                 lane.advance(pending.rows)
-            self.commits += 1
+            self._committed([pending])
             self.requests_written += 1
             return
+
+    def _committed(self, batch: list[_Pending]) -> None:
+        self.commits += 1
+        if len(self._stored_blobs) >= MAX_STORED_BLOBS:
+            self._stored_blobs.clear()
+        self._stored_blobs.update(b.task_hash for pending in batch for b in pending.blobs)
 
     @staticmethod
     def _fail(pending: _Pending, exc: Exception) -> None:

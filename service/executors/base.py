@@ -78,6 +78,8 @@ async def gather_calls(job: JudgeJob, run: Callable[[list[int]], Awaitable[list[
     """Split a group into calls (see `calls_for`), run them concurrently with
     `run(indexes) -> list[Judged]`, and put the results back in response order."""
     calls = calls_for(job.verifier, len(job.responses))
+    if len(calls) == 1:  # one call (a group a verifier judges together): no task to gather
+        return await run(calls[0])
     parts = await asyncio.gather(*(run(indexes) for indexes in calls))
     out: list[Judged | None] = [None] * len(job.responses)
     for indexes, judged in zip(calls, parts, strict=True):

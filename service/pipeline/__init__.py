@@ -53,6 +53,12 @@ from service.store import AuditStore
 from service.tables import RecordRow
 from verifiers.inspection import Generation
 
+# Requests of at most this many responses are scored and made into records on the event loop
+# (about 0.1-0.2 ms of CPU a response); larger ones on a worker thread, so that the loop stays
+# free for other requests. A hop to a worker thread costs about as much as two such records
+# (docs/benchmarks.md, "The service's cost per request").
+INLINE_RESPONSES = 8
+
 __all__ = ["Pipeline", "Resolved", "Work", "generation_of", "replay", "run_groups", "verify_locally"]
 
 
@@ -102,7 +108,10 @@ async def run_groups(p: Pipeline, work: Work) -> GroupsResponse:
         return admitted.answer
     with p.budget.hold(work.size):  # 503 when spent; held while the executor works
         judged = await judge.judge(p.executor, work, groups)  # an invalid task fails its group only
-    rows, answer = await anyio.to_thread.run_sync(_conclude, p, work, groups, judged)  # CPU work: off the loop
+    if work.size <= INLINE_RESPONSES:  # a few records: cheaper here than a hop to a worker thread
+        rows, answer = _conclude(p, work, groups, judged)
+    else:
+        rows, answer = await anyio.to_thread.run_sync(_conclude, p, work, groups, judged)  # CPU work: off the loop
     return await persist.persist(p, work, admitted, groups, rows, answer)  # logged before answering
 
 

@@ -51,6 +51,8 @@ async def judge(executor: Executor, work: Work, groups: list[ResolvedGroup]) -> 
                 return GroupError(index=index, field=f"groups[{index}].{shown.field}", message=str(shown))
         return run
 
+    if len(groups) == 1:  # nothing to run alongside: no task group
+        return [await group(0)()]
     return await gather_or_abort([group(i) for i in range(len(groups))])
 
 
