@@ -62,7 +62,9 @@ class AuditStore:
         if url.startswith("postgresql"):
             # JIT compiling the audit's aggregate queries costs seconds and saves nothing here.
             connect_args["options"] = "-c jit=off"
-        self.engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+        # A SQLite file has no server to drop a pooled connection: no ping before each use (a
+        # query of its own on every authenticated request and every commit).
+        self.engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"), connect_args=connect_args)
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         # A new database is created at head; one behind head is refused (`assay db upgrade`).
