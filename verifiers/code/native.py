@@ -149,7 +149,7 @@ def _compile(sandbox: Sandbox, language: Language, main: str, argv: list[str] | 
         return Compiled(language.name, main, {filename: base64.b64encode(source.encode()).decode()})
     payload = {"files": {filename: source}, "argv": argv, "env": fill_env(language.compile_env),
                "artifacts": list(fill(language.artifacts, main=main)), "wall_s": COMPILE_WALL_S,
-               "testlib": testlib}
+               "testlib": testlib, "needs_own_exe": language.needs_own_exe}
     result = sandbox.call(wire.NATIVE_COMPILE, payload, compile_limits(language), pool=COMPILE_POOL,
                           preload=wire.NATIVE_PRELOAD)
     value = result.value if result.returned and isinstance(result.value, dict) else None
@@ -165,8 +165,9 @@ def _compile(sandbox: Sandbox, language: Language, main: str, argv: list[str] | 
         # execve failed: the toolchain is missing here, which is never the response's fault.
         raise SandboxError(f"the {language.name} toolchain is not installed in the sandbox", cause="toolchain_missing")
     elif "no /proc/self/exe available" in compiled.message:
-        # rustc 1.63 finds its sysroot through /proc/self/exe, which a job of the process
-        # backend has not (an empty /proc): this backend cannot compile Rust (use docker).
+        # rustc 1.63 finds its sysroot through /proc/self/exe. A process-backend job has an
+        # empty /proc; the compile job gives rustc that one link in a user namespace of its
+        # own (inside/native.py), and lands here only where none can be made.
         raise SandboxError(f"the {language.name} toolchain cannot run in this sandbox backend (no /proc)",
                            cause="toolchain_unavailable")
     elif value.get("too_large"):
@@ -366,7 +367,7 @@ def probe_versions(sandbox: Sandbox) -> dict[str, str]:
     found: dict[str, str] = {}
     for name, language in LANGUAGES.items():
         payload = {"files": {}, "argv": list(language.version), "env": fill_env(language.compile_env),
-                   "artifacts": [], "wall_s": 20.0}
+                   "artifacts": [], "wall_s": 20.0, "needs_own_exe": language.needs_own_exe}
         try:
             result = sandbox.call(wire.NATIVE_COMPILE, payload, compile_limits(language), pool=COMPILE_POOL,
                                   preload=wire.NATIVE_PRELOAD)
