@@ -37,6 +37,7 @@ from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 1 << 18
@@ -58,12 +59,16 @@ def _subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _write(files: dict[str, str], binary: bool) -> None:
+def _write(files: dict[str, str] | dict[str, bytes], binary: bool) -> None:
+    """Files into the working directory: text, base64 text (`binary`), or bytes as they are."""
     for name, data in files.items():
         if "/" in name or name in ("", ".", ".."):
             raise ValueError("a file name with a path")
         with open(name, "wb") as f:
-            f.write(base64.b64decode(data) if binary else data.encode())
+            if isinstance(data, bytes):
+                f.write(data)
+            else:
+                f.write(base64.b64decode(data) if binary else data.encode())
 
 
 def _limits_in_child(cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None) -> None:
@@ -111,9 +116,16 @@ def _enter_own_proc(tree: str) -> None:
         libc.mount(None, b"/proc", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
 
 
-def _spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
-           cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
-           program_fd: int | None = None, own_proc: str | None = None) -> int:
+def _enter_own_ipc() -> None:
+    """In a program's child, before exec: a user and IPC namespace of its own, so that its
+    System V objects and POSIX message queues end with it (never seen by the next case).
+    Best effort: a container's seccomp refuses it (the runner removes them there)."""
+    ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWUSER | CLONE_NEWIPC)
+
+
+def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
+          cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
+          program_fd: int | None = None, own_proc: str | None = None, own_ipc: bool = False) -> int:
     full_env = {**os.environ, **env}
     pid = os.fork()
     if pid == 0:  # the child: only fds 0-2, its limits, then the program
@@ -131,6 +143,8 @@ def _spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err
             _limits_in_child(cpu_s, address_space_mb, stack_mb)
             if own_proc is not None:
                 _enter_own_proc(own_proc)
+            if own_ipc:
+                _enter_own_ipc()
             os.execve(argv[0] if program_fd is None else program_fd, argv, full_env)
         finally:
             os._exit(127)
@@ -215,7 +229,7 @@ def _run(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_f
          program_fd: int | None = None, own_proc: str | None = None) -> dict[str, Any]:
     _subreaper()
     started = time.monotonic()
-    pid = _spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd, own_proc)
+    pid = spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd, own_proc)
     status, usage, early_cpu, early_peak = _wait_main(pid, started + wall_s)
     wall = time.monotonic() - started
     result = _describe(status, usage)
@@ -271,6 +285,21 @@ def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     return result
 
 
+def program_descriptor(argv: list[str], files: dict[str, str] | dict[str, bytes],
+                       executables: list[str]) -> int | None:
+    """A compiled program runs from a memfd (fexecve): a container's scratch is noexec.
+    None for a program that an interpreter or a runtime named in argv[0] runs."""
+    main = argv[0][2:] if argv[0].startswith("./") else None
+    if main is None or main not in executables:
+        return None
+    program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
+    data = files[main]
+    view = memoryview(data if isinstance(data, bytes) else base64.b64decode(data))
+    while view:
+        view = view[os.write(program_fd, view):]
+    return program_fd
+
+
 def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     """Run: payload {"files": {name: base64}, "executables": [name], "argv": [...],
     "env": {...}, "stdin": text, "wall_s", "cpu_s", "address_space_mb" (or null),
@@ -279,15 +308,8 @@ def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     _write(files, binary=True)
     for name in payload.get("executables") or []:
         os.chmod(name, 0o755)
-    # A compiled program runs from a memfd (fexecve): a container's scratch is noexec.
-    program_fd = None
     argv = list(payload["argv"])
-    main = argv[0][2:] if argv[0].startswith("./") else None
-    if main is not None and main in (payload.get("executables") or []):
-        program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
-        view = memoryview(base64.b64decode(files[main]))
-        while view:
-            view = view[os.write(program_fd, view):]
+    program_fd = program_descriptor(argv, files, list(payload.get("executables") or []))
     data = (payload.get("stdin") or "").encode()
     # A memfd serves any size of input without a writer that could block.
     stdin_fd = os.memfd_create("stdin")
