@@ -5,10 +5,11 @@ its own limits. Written before the runner was tuned; on each backend of the run.
 The probe looks for what an earlier case could have left (files in the scratch directory,
 in /tmp and /dev/shm, a nested directory it made unremovable, System V shared memory,
 message queues and semaphores, a POSIX message queue, a process that left its group and
-ignores signals and keeps writing files), prints `fresh` when it finds none, then leaves
-all of it behind. It checks on the way that it can see each trace it left (a self-test:
-a blind probe would prove nothing). Every case expects `fresh`: only an isolated run earns
-the reward."""
+ignores signals and keeps writing files), and tries to attach to its runner (which holds
+the other cases' inputs) with ptrace or read its memory; it prints `fresh` when it finds
+nothing and gets nowhere, then leaves all of it behind. It checks on the way that it can
+see each trace it left (a self-test: a blind probe would prove nothing). Every case
+expects `fresh`: only an isolated run earns the reward."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ PROBE = r'''
 #include <string.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
+#include <sys/ptrace.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
@@ -60,6 +62,11 @@ int main(void) {
     int earlier = traces();
     char before[512];
     strcpy(before, seen);
+    /* The runner (its parent) holds the other cases' inputs: out of reach? */
+    char mem[64];
+    snprintf(mem, sizeof mem, "/proc/%d/mem", (int)getppid());
+    if (ptrace(PTRACE_ATTACH, getppid(), 0, 0) == 0) { printf("attached to the runner\n"); return 0; }
+    if (open(mem, O_RDONLY) >= 0) { printf("opened the runner's memory\n"); return 0; }
     /* Leave everything behind. */
     touch("trace"); touch("/tmp/trace"); touch("/dev/shm/trace"); touch("/tmp/work/trace");
     mkdir("deep", 0700); mkdir("deep/er", 0700); touch("deep/er/trace"); chmod("deep/er", 0); chmod("deep", 0500);

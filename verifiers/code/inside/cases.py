@@ -305,6 +305,11 @@ def run_cases(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     env = dict(payload.get("env") or {})
     limits = dict(payload["limits"])
     program_fd = program_descriptor(argv, files, executables)
+    if program_fd is not None:
+        # Run from its memfd: the file itself is not needed (and a Go binary is 1.3 MB
+        # to write again for every case).
+        files = {name: data for name, data in files.items() if name != argv[0][2:]}
+        executables = [name for name in executables if name in files]
     reports: list[dict[str, Any]] = []
     unclean = False
     for stdin in payload.get("cases") or []:
