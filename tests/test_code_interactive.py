@@ -282,8 +282,6 @@ fn main() { let stdin = io::stdin(); let mut lines = stdin.lock().lines(); let (
 @pytest.mark.slow
 @pytest.mark.parametrize("language", sorted(SEARCHERS))
 def test_every_language_plays_against_a_testlib_interactor(code_verifier, ctx, language):
-    if language == "rust" and ctx.sandbox.name == "process":
-        pytest.skip("rustc 1.63 needs /proc/self/exe; process-backend jobs have none (docs/languages.md)")
     task = {**TASK, "language": language, "interactor": {"language": "cpp", "source": TESTLIB_INTERACTOR}}
     wrong, reward = _verify_in(code_verifier, ctx, task, language, SEARCHERS[language].replace("{wrong}", "1 + "))
     assert (wrong.verdict, reward) == (Verdict.incorrect, 0.0), wrong.evidence

@@ -1,10 +1,7 @@
 """C, C++, Java, JavaScript, Go and Rust through the real HTTP service, on each backend
 of ASSAY_TEST_BACKENDS: an honest program is rewarded, a wrong one, one that does not
 compile and one that loops are not (with the verdicts Python gets), a testlib checker
-decides where answers are many, and a group of identical sources compiles once.
-
-Rust runs on docker only: rustc 1.63 needs /proc/self/exe, which a process-backend job
-has not (there the response's verdict is `error`, cause `toolchain_unavailable`)."""
+decides where answers are many, and a group of identical sources compiles once."""
 
 from __future__ import annotations
 
@@ -89,14 +86,8 @@ def group(client, task: dict, responses: list[str]) -> list[dict]:
     return reply.json()["groups"][0]["results"]
 
 
-def skip_rust_without_proc(backend: str, language: str) -> None:
-    if language == "rust" and backend == "process":
-        pytest.skip("rustc 1.63 needs /proc/self/exe; process-backend jobs have none (docs/languages.md)")
-
-
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_each_language_rewards_honest_and_fails_wrong_broken_and_looping(client, server, language):
-    skip_rust_without_proc(server[0], language)
     task = {**SUM_TASK, "language": language}
     honest, wrong, broken, looping, honest_again = group(client, task, [
         fenced(language, HONEST[language]), fenced(language, WRONG[language]),
@@ -227,4 +218,8 @@ def test_versions_and_commands_are_reported(client, server):
     assert languages["cpp"]["version"].startswith("12."), languages["cpp"]
     assert "17" in languages["java"]["version"], languages["java"]
     assert "go1.19" in languages["go"]["version"], languages["go"]
+    # Debian's rustc (the images' and scripts/install.sh's), on every backend: never a
+    # rustup toolchain that happens to be first on the service's PATH.
+    assert languages["rust"]["version"] == "rustc 1.63.0", languages["rust"]
+    assert languages["rust"]["compile"].startswith("/usr/bin/rustc "), languages["rust"]
     assert languages["java"]["time_factor"] == 2.0

@@ -75,6 +75,9 @@ EXPECTED = {
     ("rust", "include_shadow"): COMPILE_TIME,
     ("rust", "path_attribute"): COMPILE_TIME,
     ("rust", "macro_bomb"): COMPILE_TIME,
+    # Process backend: the compile's /proc holds only self/exe (no file to include);
+    # docker: PID 1 is the worker, which the job's uid cannot read.
+    ("rust", "proc_at_compile_time"): COMPILE_TIME,
 }
 
 
@@ -109,11 +112,6 @@ def _verify(verifier, ctx: VerifyContext, language: str, code: str):
     return outcome, outcome.reward(parsed)
 
 
-def _skip_unsupported(ctx: VerifyContext, language: str) -> None:
-    if language == "rust" and ctx.sandbox.name == "process":
-        pytest.skip("rustc 1.63 needs /proc/self/exe; process-backend jobs have none (docs/languages.md)")
-
-
 def test_every_language_has_samples_of_every_kind():
     # The battery's coverage, checked so that a deleted sample cannot pass unnoticed.
     kinds = ("fork_bomb", "threads_past_limit", "snoop_files", "write_outside", "network", "signal_others",
@@ -126,7 +124,6 @@ def test_every_language_has_samples_of_every_kind():
 
 @pytest.mark.parametrize(("language", "name"), _samples())
 def test_language_exploit_gets_no_reward(code_verifier, ctx, language, name):
-    _skip_unsupported(ctx, language)
     outcome, reward = _verify(code_verifier, ctx, language, _source(language, name))
     shown = json.dumps({"evidence": outcome.evidence, "flags": outcome.flags})
     assert reward == 0.0, (language, name, outcome.evidence)
@@ -141,7 +138,6 @@ def test_language_exploit_gets_no_reward(code_verifier, ctx, language, name):
 def test_probes_are_not_vacuous(code_verifier, ctx, language):
     # Positive control: a program that prints ESCAPED is seen as such in the visible
     # case's checker message, and one that prints the answer earns the reward.
-    _skip_unsupported(ctx, language)
     honest = _source(language, "honest")
     fake = honest.replace('"QZX"', '"ESCAPED:control QZX"').replace("'QZX'", "'ESCAPED:control QZX'").replace(
         '"QZX{}"', '"ESCAPED:control QZX{}"').replace('"QZX%lld\\n"', '"ESCAPED:control QZX%lld\\n"').replace(

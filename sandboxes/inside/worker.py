@@ -649,9 +649,8 @@ class JobSupervisor:
         else:
             self.stdout.drain()
         self.stderr.drain()
-        if self.chan_open and not self.outcome:
-            with contextlib.suppress(OSError):
-                self._on_job_readable()
+        with contextlib.suppress(OSError):
+            self._drain_channel()
         # The idle worker reads the host pipe frame by frame: leave it at a boundary.
         give_up = time.monotonic() + HOST_FRAME_DRAIN_S
         while not self.from_host.at_boundary() and not self.from_host.eof:
@@ -659,6 +658,26 @@ class JobSupervisor:
                 self.retire = True  # the host stopped mid-frame: this worker is out of step
                 break
             self.from_host.fill()
+
+    def _drain_channel(self) -> None:
+        """The frames the job wrote just before it ended. A result larger than the socket's
+        buffer is still in the socket when the job has gone (its last write returned once
+        the rest fitted in the buffer): read on until the result is in, the channel's EOF,
+        or a short deadline (a process that outlived the job, in unsafe mode, may hold the
+        socket open). Bounded like the loop: a frame at most JOB_MAX_FRAME, the next read
+        only once what was relayed is out."""
+        give_up = time.monotonic() + HOST_FRAME_DRAIN_S
+        while self.chan_open and not self.outcome:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            if self.to_host.pending:
+                if select.select([], [self.host_out], [], left)[1]:
+                    self.to_host.flush()
+                continue
+            if not select.select([self.chan], [], [], left)[0]:
+                return
+            self._on_job_readable()
 
     def _report(self) -> dict:
         _, status, usage = os.wait4(self.pid, 0)

@@ -35,6 +35,9 @@ class Language:
     processes: int = 16
     # Words in stderr by which the runtime says it ran out of memory.
     out_of_memory: tuple[bytes, ...] = ()
+    # The compiler finds its installation through /proc/self/exe (rustc 1.63 panics
+    # without it): where a job has an empty /proc, its compile gets that one link.
+    needs_own_exe: bool = False
 
 
 # Real paths, not /usr/bin's alternatives: where a job has no /proc (the process backend),
@@ -57,7 +60,7 @@ LANGUAGES: dict[str, Language] = {
         "rust", "main.rs", ("/usr/bin/rustc", "--edition", "2021", "-O", "-C", "strip=symbols",
                             "-C", "codegen-units=4", "-o", "main", "main.rs"), ("main",),
         ("./main",), ("/usr/bin/rustc", "--version"), executables=("main",), processes=64,
-        out_of_memory=(b"memory allocation of",)),
+        out_of_memory=(b"memory allocation of",), needs_own_exe=True),
     "go": Language(
         "go", "main.go",
         ("/bin/sh", "-c",

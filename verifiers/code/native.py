@@ -54,6 +54,16 @@ CHECKER_TIME_S = 10.0
 CHECKER_MEMORY_MB = 1024
 CHECKER_OUTPUT_BYTES = 64 * 1024
 CHECKER_MESSAGE_CHARS = 300
+# A batch of cases in one job (inside/cases.py): at most this many cases, this much input
+# (in the job's payload) and this much output (each case's stdout and stderr, up to the
+# task's output limit each, on the job's captured stdout).
+BATCH_CASES = 32
+BATCH_INPUT_BYTES = 8 * 1024 * 1024
+BATCH_OUTPUT_BYTES = 48 * 1024 * 1024
+BATCH_OUTPUT_SLACK = 64 * 1024
+# Per case, on top of its own wall clock: ending and reaping its tree, wiping what it wrote.
+CASE_END_S = 2.5
+RUNNER_CPU_PER_CASE_S = 0.2
 # Compiled programs kept for identical sources, in bytes of artifacts.
 CACHE_BYTES = 256 * 1024 * 1024
 _POINTS = re.compile(rb"^\s*points\s+([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", re.MULTILINE)
@@ -149,7 +159,7 @@ def _compile(sandbox: Sandbox, language: Language, main: str, argv: list[str] | 
         return Compiled(language.name, main, {filename: base64.b64encode(source.encode()).decode()})
     payload = {"files": {filename: source}, "argv": argv, "env": fill_env(language.compile_env),
                "artifacts": list(fill(language.artifacts, main=main)), "wall_s": COMPILE_WALL_S,
-               "testlib": testlib}
+               "testlib": testlib, "needs_own_exe": language.needs_own_exe}
     result = sandbox.call(wire.NATIVE_COMPILE, payload, compile_limits(language), pool=COMPILE_POOL,
                           preload=wire.NATIVE_PRELOAD)
     value = result.value if result.returned and isinstance(result.value, dict) else None
@@ -165,8 +175,9 @@ def _compile(sandbox: Sandbox, language: Language, main: str, argv: list[str] | 
         # execve failed: the toolchain is missing here, which is never the response's fault.
         raise SandboxError(f"the {language.name} toolchain is not installed in the sandbox", cause="toolchain_missing")
     elif "no /proc/self/exe available" in compiled.message:
-        # rustc 1.63 finds its sysroot through /proc/self/exe, which a job of the process
-        # backend has not (an empty /proc): this backend cannot compile Rust (use docker).
+        # rustc 1.63 finds its sysroot through /proc/self/exe. A process-backend job has an
+        # empty /proc; the compile job gives rustc that one link in a user namespace of its
+        # own (inside/native.py), and lands here only where none can be made.
         raise SandboxError(f"the {language.name} toolchain cannot run in this sandbox backend (no /proc)",
                            cause="toolchain_unavailable")
     elif value.get("too_large"):
@@ -217,11 +228,15 @@ def time_limits(task: CodeTask, language: Language) -> tuple[float, float]:
     return cpu, 2 * cpu + 1.0
 
 
-def run_limits(task: CodeTask, language: Language, cpu: float, wall: float) -> Limits:
+def batch_limits(task: CodeTask, language: Language, cpu: float, wall: float, cases: int) -> Limits:
+    """The job of `cases` cases: each case's own limits are the runner's to enforce
+    (inside/cases.py); around it, room for all of them, in turn."""
     virtual = 0 if language.address_space_limit else VIRTUAL_ALLOWANCE_MB
-    return Limits(wall_s=wall + RUNNER_MARGIN_S, cpu_s=cpu + RUNNER_MARGIN_S,
+    return Limits(wall_s=cases * (wall + CASE_END_S) + RUNNER_MARGIN_S,
+                  cpu_s=cpu + RUNNER_MARGIN_S + cases * RUNNER_CPU_PER_CASE_S,
                   memory_mb=task.memory_mb + virtual + RUNNER_MEMORY_MB, processes=language.processes,
-                  output_bytes=task.output_bytes, file_size_mb=16, open_files=64, scratch_mb=64)
+                  output_bytes=cases * 2 * task.output_bytes + BATCH_OUTPUT_SLACK, file_size_mb=16, open_files=64,
+                  scratch_mb=64)
 
 
 def _run_payload(language: Language, compiled: Compiled, memory_mb: int, stdin: str, cpu: float | None,
@@ -241,16 +256,90 @@ def _run_payload(language: Language, compiled: Compiled, memory_mb: int, stdin: 
     }
 
 
-def run_case(sandbox: Sandbox, task: CodeTask, compiled: Compiled, checker: Compiled | None, name: str,
-             case: IOCase, hidden: bool) -> TestRun:
-    """One stdin/stdout case of a compiled program."""
+Plan = list[tuple[str, bool, IOCase]]
+
+
+def _batches(task: CodeTask, plan: Plan) -> list[Plan]:
+    """The cases in order, cut into batches whose inputs fit a job's payload and whose
+    outputs fit its captured stdout (at least one case each)."""
+    per_batch = max(1, min(BATCH_CASES, BATCH_OUTPUT_BYTES // (2 * task.output_bytes)))
+    batches: list[Plan] = []
+    size = 0
+    for item in plan:
+        stdin = len(item[2].stdin.encode())
+        if not batches or len(batches[-1]) >= per_batch or size + stdin > BATCH_INPUT_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += stdin
+    return batches
+
+
+def run_cases(sandbox: Sandbox, task: CodeTask, compiled: Compiled, checker: Compiled | None,
+              plan: Plan) -> list[TestRun]:
+    """Every stdin/stdout case of a compiled program, in order: the program crosses once
+    per batch of cases, and the runner in that job runs it once per case as a fresh process
+    tree under the case's limits (inside/cases.py). Without partial credit the first
+    failing case ends the run, as before: the runner stops at a case that did not end
+    cleanly; one that ended cleanly with a wrong answer is only known here, so the cases
+    after it in its batch have run, and are not judged."""
     language = _language(compiled.language)
     cpu, wall = time_limits(task, language)
+    runs: list[TestRun] = []
+    pending = _batches(task, plan)
+    while pending:
+        batch = pending.pop(0)
+        ran = _run_batch(sandbox, task, language, compiled, checker, batch, cpu, wall)
+        for run in ran:
+            runs.append(run)
+            if run.violations or (run.status != "pass" and not task.partial_credit):
+                return runs
+        if ran and len(ran) < len(batch):  # the job ended early (partial credit goes on): the rest afresh
+            pending.insert(0, batch[len(ran):])
+    return runs
+
+
+def _run_batch(sandbox: Sandbox, task: CodeTask, language: Language, compiled: Compiled,
+               checker: Compiled | None, batch: Plan, cpu: float, wall: float) -> list[TestRun]:
+    payload = _run_payload(language, compiled, task.memory_mb, "", cpu, wall)
+    del payload["stdin"]
+    payload["limits"] = {key: payload.pop(key) for key in ("wall_s", "cpu_s", "address_space_mb", "stack_mb")}
+    payload["limits"]["output_bytes"] = task.output_bytes
+    payload["cases"] = [case.stdin for _, _, case in batch]
+    payload["stop_on_failure"] = not task.partial_credit
+    result = sandbox.call(wire.NATIVE_CASES, payload, batch_limits(task, language, cpu, wall, len(batch)),
+                          pool=RUN_POOL, preload=wire.NATIVE_PRELOAD)
+    value = result.value if result.returned and isinstance(result.value, dict) else {}
+    reports = value.get("cases") if isinstance(value.get("cases"), list) else []
+    runs: list[TestRun] = []
+    offset = 0
+    for (name, hidden, case), report in zip(batch, reports, strict=False):
+        if not isinstance(report, dict):
+            break
+        out_len, err_len = int(report.get("stdout_bytes") or 0), int(report.get("stderr_bytes") or 0)
+        stdout = result.stdout[offset:offset + out_len]
+        stderr = result.stdout[offset + out_len:offset + out_len + err_len]
+        offset += out_len + err_len
+        killed_by = report.get("killed_by") if report.get("killed_by") in ("timeout", "output") else None
+        case_result = CallResult(exit_code=report.get("exit_code"), signal=report.get("signal"), stdout=stdout,
+                                 stderr=stderr, backend=result.backend, value=report, returned=True,
+                                 killed_by=killed_by)
+        runs.append(_judge_case(sandbox, task, language, checker, name, hidden, case, case_result, report, cpu))
+    if len(runs) < len(batch) and not value.get("unclean"):
+        # The job ended without a report for this case: its limits, or the program's doing
+        # (it killed its runner). The case fails; the sandbox's own account says how.
+        name, hidden, case = batch[len(runs)]
+        runs.append(_judge_case(sandbox, task, language, checker, name, hidden, case, result, None, cpu))
+    if runs and result.violations:
+        runs[-1].violations += [v for v in result.violations if v != "aborted by host"]
+    return runs
+
+
+def _judge_case(sandbox: Sandbox, task: CodeTask, language: Language, checker: Compiled | None, name: str,
+                hidden: bool, case: IOCase, result: CallResult, report: dict[str, Any] | None,
+                cpu: float) -> TestRun:
+    """One case's run, from the runner's report (None: the job ended without one)."""
     run = TestRun(name=name, hidden=hidden, status="error", stderr_safe=not hidden)
-    payload = _run_payload(language, compiled, task.memory_mb, case.stdin, cpu, wall)
-    result = sandbox.call(wire.NATIVE_RUN, payload, run_limits(task, language, cpu, wall), pool=RUN_POOL,
-                          preload=wire.NATIVE_PRELOAD)
-    report = result.value if result.returned and isinstance(result.value, dict) else None
     if report is not None:
         _merge_report(result, report, cpu, task.memory_mb, language)
     absorb(run, result)
@@ -366,7 +455,7 @@ def probe_versions(sandbox: Sandbox) -> dict[str, str]:
     found: dict[str, str] = {}
     for name, language in LANGUAGES.items():
         payload = {"files": {}, "argv": list(language.version), "env": fill_env(language.compile_env),
-                   "artifacts": [], "wall_s": 20.0}
+                   "artifacts": [], "wall_s": 20.0, "needs_own_exe": language.needs_own_exe}
         try:
             result = sandbox.call(wire.NATIVE_COMPILE, payload, compile_limits(language), pool=COMPILE_POOL,
                                   preload=wire.NATIVE_PRELOAD)

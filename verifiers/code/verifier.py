@@ -158,14 +158,15 @@ class CodeVerifier(Verifier):
             for index, case in enumerate(task.io_cases or []):
                 # A hidden case's own name could say too much: hidden cases go by index.
                 plan.append((f"case[{index}]", True, case))
+        if compiled is not None and task.interactor is None:
+            # Compiled programs: the cases in batches, one job each (native.run_cases).
+            return native.run_cases(ctx.sandbox, task, compiled, checker, plan), len(plan)
         runs: list[TestRun] = []
         for name, hidden, spec in plan:
             if task.tests is not None:
                 run = run_assert_test(ctx.sandbox, task, program, name, spec, hidden)
             elif task.interactor is not None:
                 run = run_interactive(ctx.sandbox, task, program, compiled, name, spec, hidden)
-            elif compiled is not None:
-                run = native.run_case(ctx.sandbox, task, compiled, checker, name, spec, hidden)
             else:
                 decide = None if checker is None else functools.partial(
                     native.judge_output, ctx.sandbox, task, checker, spec)

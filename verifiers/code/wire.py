@@ -46,7 +46,8 @@ SCAN_PRELOAD = ("verifiers.code.inside.scan",)
 # Compiled languages (verifiers/code/inside/native.py): compile once, run per case.
 NATIVE_COMPILE = "verifiers.code.inside.native:compile_source"
 NATIVE_RUN = "verifiers.code.inside.native:run_program"
-NATIVE_PRELOAD = ("verifiers.code.inside.native",)
+NATIVE_CASES = "verifiers.code.inside.cases:run_cases"
+NATIVE_PRELOAD = ("verifiers.code.inside.native", "verifiers.code.inside.cases")
 
 # testlib's exit codes (the checker's verdict), as judges read them.
 CHECKER_OK = 0

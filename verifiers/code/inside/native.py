@@ -36,6 +36,13 @@ import time
 from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 1 << 18
+# Where a compiler that must find itself through /proc/self/exe gets that one link.
+OWN_PROC = ".assay-proc"
 MESSAGE_BYTES = 64 * 1024
 # Artifacts cross the channel base64-encoded inside a frame of at most 16 MiB.
 MAX_ARTIFACT_BYTES = 10 * 1024 * 1024
@@ -52,12 +59,16 @@ def _subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _write(files: dict[str, str], binary: bool) -> None:
+def _write(files: dict[str, str] | dict[str, bytes], binary: bool) -> None:
+    """Files into the working directory: text, base64 text (`binary`), or bytes as they are."""
     for name, data in files.items():
         if "/" in name or name in ("", ".", ".."):
             raise ValueError("a file name with a path")
         with open(name, "wb") as f:
-            f.write(base64.b64decode(data) if binary else data.encode())
+            if isinstance(data, bytes):
+                f.write(data)
+            else:
+                f.write(base64.b64decode(data) if binary else data.encode())
 
 
 def _limits_in_child(cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None) -> None:
@@ -79,9 +90,42 @@ def _limits_in_child(cpu_s: float | None, address_space_mb: int | None, stack_mb
             resource.setrlimit(resource.RLIMIT_STACK, (size, hard))
 
 
-def _spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
-           cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
-           program_fd: int | None = None) -> int:
+def own_proc_tree(program: str) -> str | None:
+    """For a compiler that finds its installation through /proc/self/exe (rustc) where
+    this job has an empty /proc (the process backend): a directory holding only
+    `self/exe` -> `program`, which `_enter_own_proc` shows the compiler as its /proc.
+    None where /proc/self/exe already resolves (docker): nothing to do there."""
+    if os.path.exists("/proc/self/exe"):
+        return None
+    tree = os.path.abspath(OWN_PROC)
+    os.makedirs(os.path.join(tree, "self"))
+    os.symlink(program, os.path.join(tree, "self", "exe"))
+    return tree
+
+
+def _enter_own_proc(tree: str) -> None:
+    """In the compiler's child, before exec: a user and mount namespace of its own, whose
+    /proc is `tree`, read-only. The exec then leaves it no capability (its uid is not
+    root there). Where no namespace can be made, nothing changes and the compiler says
+    that it found no /proc (the host reports that as the toolchain's failure)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        return
+    libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+    if libc.mount(tree.encode(), b"/proc", None, MS_BIND, None) == 0:
+        libc.mount(None, b"/proc", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+
+
+def _enter_own_ipc() -> None:
+    """In a program's child, before exec: a user and IPC namespace of its own, so that its
+    System V objects and POSIX message queues end with it (never seen by the next case).
+    Best effort: a container's seccomp refuses it (the runner removes them there)."""
+    ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWUSER | CLONE_NEWIPC)
+
+
+def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
+          cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
+          program_fd: int | None = None, own_proc: str | None = None, own_ipc: bool = False) -> int:
     full_env = {**os.environ, **env}
     pid = os.fork()
     if pid == 0:  # the child: only fds 0-2, its limits, then the program
@@ -97,6 +141,10 @@ def _spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err
             os.setpgid(0, 0)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             _limits_in_child(cpu_s, address_space_mb, stack_mb)
+            if own_proc is not None:
+                _enter_own_proc(own_proc)
+            if own_ipc:
+                _enter_own_ipc()
             os.execve(argv[0] if program_fd is None else program_fd, argv, full_env)
         finally:
             os._exit(127)
@@ -178,10 +226,10 @@ def _describe(status: int | None, usage: Any) -> dict[str, Any]:
 
 def _run(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int, wall_s: float,
          cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
-         program_fd: int | None = None) -> dict[str, Any]:
+         program_fd: int | None = None, own_proc: str | None = None) -> dict[str, Any]:
     _subreaper()
     started = time.monotonic()
-    pid = _spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd)
+    pid = spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd, own_proc)
     status, usage, early_cpu, early_peak = _wait_main(pid, started + wall_s)
     wall = time.monotonic() - started
     result = _describe(status, usage)
@@ -197,16 +245,18 @@ def _run(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_f
 
 def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     """Compile: payload {"files": {name: text}, "argv": [...], "env": {...},
-    "artifacts": [glob, ...], "wall_s": float}. The compiler's messages go to a file
+    "artifacts": [glob, ...], "wall_s": float, "needs_own_exe": bool (the compiler reads
+    /proc/self/exe)}. The compiler's messages go to a file
     (bounded by the job's file-size limit), of which the first MESSAGE_BYTES come back."""
     _write(payload["files"], binary=False)
     argv = list(payload["argv"])
     if payload.get("testlib"):  # the vendored testlib.h, next to this file
         argv.insert(1, "-I" + os.path.join(os.path.dirname(os.path.abspath(__file__)), "testlib"))
+    own_proc = own_proc_tree(argv[0]) if payload.get("needs_own_exe") else None
     stdin_fd = os.open(os.devnull, os.O_RDONLY)
     log_fd = os.open(COMPILE_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     result = _run(argv, dict(payload.get("env") or {}), stdin_fd, log_fd, log_fd,
-                  float(payload["wall_s"]), None, None, None)
+                  float(payload["wall_s"]), None, None, None, own_proc=own_proc)
     os.close(log_fd)
     with open(COMPILE_LOG, "rb") as f:
         message = f.read(MESSAGE_BYTES)
@@ -235,6 +285,21 @@ def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     return result
 
 
+def program_descriptor(argv: list[str], files: dict[str, str] | dict[str, bytes],
+                       executables: list[str]) -> int | None:
+    """A compiled program runs from a memfd (fexecve): a container's scratch is noexec.
+    None for a program that an interpreter or a runtime named in argv[0] runs."""
+    main = argv[0][2:] if argv[0].startswith("./") else None
+    if main is None or main not in executables:
+        return None
+    program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
+    data = files[main]
+    view = memoryview(data if isinstance(data, bytes) else base64.b64decode(data))
+    while view:
+        view = view[os.write(program_fd, view):]
+    return program_fd
+
+
 def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     """Run: payload {"files": {name: base64}, "executables": [name], "argv": [...],
     "env": {...}, "stdin": text, "wall_s", "cpu_s", "address_space_mb" (or null),
@@ -243,15 +308,8 @@ def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     _write(files, binary=True)
     for name in payload.get("executables") or []:
         os.chmod(name, 0o755)
-    # A compiled program runs from a memfd (fexecve): a container's scratch is noexec.
-    program_fd = None
     argv = list(payload["argv"])
-    main = argv[0][2:] if argv[0].startswith("./") else None
-    if main is not None and main in (payload.get("executables") or []):
-        program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
-        view = memoryview(base64.b64decode(files[main]))
-        while view:
-            view = view[os.write(program_fd, view):]
+    program_fd = program_descriptor(argv, files, list(payload.get("executables") or []))
     data = (payload.get("stdin") or "").encode()
     # A memfd serves any size of input without a writer that could block.
     stdin_fd = os.memfd_create("stdin")

@@ -1,0 +1,335 @@
+"""Runs every case of one compiled program in one sandbox job (standard library only).
+
+A fresh sandbox job per case paid a job's start (a fork of the warm worker, namespaces, a
+scratch tmpfs) and the program's transfer for every case: most of a small program's time.
+Here the program crosses once per response, and this runner, the job's own process,
+runs it once per case, each time as a fresh process tree under that case's limits:
+
+- CPU: RLIMIT_CPU on every process the program starts, and the CPU time of the whole
+  tree (this runner is the subreaper of everything the program starts and reaps it all);
+- memory: RLIMIT_AS (C, C++, Rust) and the peak RSS of the tree;
+- output: stdout and stderr each read through a pipe and capped, the tree killed when
+  one goes over; wall: the tree killed at the case's deadline;
+- between cases, nothing of one case is left for the next: each case runs in a directory
+  of its own, made for it with the program's files and removed after it; in a sandbox,
+  every process of the job but this runner is killed and reaped, every file the job could
+  write is removed, and so are System V IPC objects and POSIX message queues (on the
+  process backend the program has an IPC namespace of its own, which ends with it).
+
+What this runner holds is never the answer: the cases' inputs and the program. Expected
+outputs stay on the host, which compares each case's output (or has the task's checker
+do it, in a job of its own). The job's own limits (CPU per process, wall of the whole
+batch, output, processes) stay in force around this process, as for one case.
+
+The outputs go out on the job's stdout, case after case (stdout, then stderr); the report
+(the call's value) says how long each part is and how each case ended.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import stat
+import tempfile
+import time
+from typing import Any
+
+from verifiers.code.inside.native import (
+    POLL_S,
+    REAP_GRACE_S,
+    _describe,
+    _subreaper,
+    _write,
+    program_descriptor,
+    spawn,
+)
+
+READ_CHUNK = 65536
+# The scratch directory the sandbox worker gives a job in both isolated modes
+# (sandboxes/inside/worker.py SCRATCH); anywhere else this runner touches only its own.
+JOB_SCRATCH = "/tmp/work"
+# Places a job can write to, by sandbox mode: a namespace job writes only to its /tmp
+# (its own tmpfs); a container job also to /dev/shm and /dev/mqueue.
+ISOLATED_WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
+# System V IPC: (INFO, STAT) commands of shmctl, semctl, msgctl (linux/ipc.h, shm.h, ...).
+IPC_RMID = 0
+SYSV = (("shmctl", 14, 13), ("semctl", 19, 18), ("msgctl", 12, 11))
+IPC_BUFFER = 1024
+
+
+class Scope:
+    """What this runner may end and wipe between cases, by the sandbox's mode.
+
+    - namespace (process backend): this runner is PID 1 of the job's PID namespace; every
+      other process there is the program's, and /tmp is the job's own tmpfs.
+    - container (docker): the job's uid is this runner's and its programs' only (the
+      supervisor is root): kill(-1) ends exactly them; /tmp, /dev/shm and /dev/mqueue are
+      wiped after every job anyway.
+    - unsafe (no isolation, the operator's explicit choice), or anywhere that is not one
+      of those two: only the program's process group, and only the case's own directory;
+      nothing else there is the job's alone.
+    Both isolated modes run the job in the worker's scratch directory, JOB_SCRATCH."""
+
+    def __init__(self) -> None:
+        self.isolated = os.getcwd() == JOB_SCRATCH and (os.getpid() == 1 or _parent_is_root_and_we_are_not())
+
+    def end_all(self, group: int) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(-1 if self.isolated else -group, signal.SIGKILL)
+
+    def wipe(self) -> None:
+        """Everything the job could write (the scratch directory itself stays, emptied)."""
+        if not self.isolated:
+            return
+        _wipe_under(JOB_SCRATCH)
+        for top in ISOLATED_WRITABLE:
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(top):
+                    if entry.path != JOB_SCRATCH:
+                        _remove(entry.path)
+        _remove_sysv_ipc()
+
+
+def _parent_is_root_and_we_are_not() -> bool:
+    try:
+        return os.getuid() != 0 and os.stat(f"/proc/{os.getppid()}").st_uid == 0
+    except OSError:
+        return False
+
+
+def _remove(path: str) -> None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        _wipe_under(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _wipe_under(top: str) -> None:
+    """Remove what is under `top`, whatever modes the program set (iterative: a program
+    may nest directories deeper than any recursion limit)."""
+    stack, dirs = [top], []
+    while stack:
+        path = stack.pop()
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+                dirs.append(entry.path)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+    for path in reversed(dirs):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+def _remove_sysv_ipc() -> None:
+    """Every System V IPC object this uid may remove, found without /proc (a namespace
+    job has none): the INFO command gives the highest index in use, STAT each index's id."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(IPC_BUFFER)
+    for name, info, stat_cmd in SYSV:
+        ctl = getattr(libc, name)
+        highest = ctl(0, 0, info, buffer) if name == "semctl" else ctl(0, info, buffer)
+        for index in range(max(highest, -1) + 1):
+            ipc_id = ctl(index, 0, stat_cmd, buffer) if name == "semctl" else ctl(index, stat_cmd, buffer)
+            if ipc_id >= 0:
+                if name == "semctl":
+                    ctl(ipc_id, 0, IPC_RMID, None)
+                else:
+                    ctl(ipc_id, IPC_RMID, None)
+
+
+class _Output:
+    """One of the program's outputs, through a pipe, kept up to a cap."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self.fd, self.cap, self.data, self.over, self.open = fd, cap, bytearray(), False, True
+
+    def pump(self) -> None:
+        try:
+            chunk = os.read(self.fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.close()
+            return
+        room = self.cap - len(self.data)
+        self.data += chunk[: max(room, 0)]
+        if len(chunk) > room:
+            self.over = True
+            self.close()
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            os.close(self.fd)
+
+
+def _run_one(argv: list[str], env: dict[str, str], stdin: bytes, program_fd: int | None, limits: dict[str, Any],
+             scope: Scope) -> tuple[dict[str, Any], bytes, bytes]:
+    """One case: the program with this stdin, its outputs captured, its tree ended and
+    counted. (report, stdout, stderr)."""
+    stdin_fd = os.memfd_create("stdin")
+    view = memoryview(stdin)
+    while view:
+        view = view[os.write(stdin_fd, view):]
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    started = time.monotonic()
+    deadline = started + float(limits["wall_s"])
+    pid = spawn(argv, env, stdin_fd, out_w, err_w, limits.get("cpu_s"), limits.get("address_space_mb"),
+                limits.get("stack_mb"), program_fd, own_ipc=scope.isolated)
+    for fd in (stdin_fd, out_w, err_w):
+        os.close(fd)
+    outputs = [_Output(out_r, int(limits["output_bytes"])), _Output(err_r, int(limits["output_bytes"]))]
+    for output in outputs:
+        os.set_blocking(output.fd, False)
+    pidfd = os.pidfd_open(pid)
+    status = usage = None
+    killed_by = None
+    others_cpu, others_peak = 0.0, 0.0
+    while status is None:
+        got, got_status, got_usage = os.wait4(-1, os.WNOHANG)
+        if got == pid:
+            status, usage = got_status, got_usage
+            break
+        if got:  # a descendant that ended while the program ran
+            others_cpu += got_usage.ru_utime + got_usage.ru_stime
+            others_peak = max(others_peak, got_usage.ru_maxrss / 1024)
+            continue
+        if killed_by is None and any(output.over for output in outputs):
+            killed_by = "output"
+            scope.end_all(pid)
+        left = deadline - time.monotonic()
+        if left <= 0 and killed_by is None:
+            killed_by = "timeout"
+            scope.end_all(pid)
+        reads = [pidfd, *(output.fd for output in outputs if output.open)]
+        readable = select.select(reads, [], [], max(min(left, 0.05), POLL_S))[0]
+        for output in outputs:
+            if output.open and output.fd in readable:
+                output.pump()
+    os.close(pidfd)
+    wall = time.monotonic() - started
+    # What the program left: ended, reaped and counted, and its outputs' last bytes read.
+    scope.end_all(pid)
+    rest_cpu, rest_peak = _reap_everything()
+    for output in outputs:
+        while output.open:
+            ready = select.select([output.fd], [], [], REAP_GRACE_S)[0]
+            if not ready:  # a process that would not die still holds the pipe
+                output.close()
+                break
+            output.pump()
+    if killed_by is None and any(output.over for output in outputs):
+        killed_by = "output"
+    report = _describe(status, usage)
+    report["cpu_s"] += others_cpu + rest_cpu
+    report["peak_memory_mb"] = max(report["peak_memory_mb"], others_peak, rest_peak)
+    report["wall_s"] = wall
+    if killed_by:
+        report["killed_by"] = killed_by
+    return report, bytes(outputs[0].data), bytes(outputs[1].data)
+
+
+def _reap_everything() -> tuple[float, float]:
+    """Reap every remaining child (orphans of the program come to us as its subreaper):
+    (CPU seconds, peak RSS in MB) of them. A process that will not die within the grace
+    is left (the caller then runs no further case in this job)."""
+    cpu, peak = 0.0, 0.0
+    give_up = time.monotonic() + REAP_GRACE_S
+    while True:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return cpu, peak
+        if pid == 0:
+            if time.monotonic() >= give_up:
+                return cpu, peak
+            time.sleep(POLL_S)
+            continue
+        cpu += usage.ru_utime + usage.ru_stime
+        peak = max(peak, usage.ru_maxrss / 1024)
+
+
+def _has_children() -> bool:
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def _write_out(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view):]
+
+
+def run_cases(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
+    """Payload: {"files": {name: base64}, "executables": [name], "argv": [...], "env": {...},
+    "cases": [stdin text, ...], "limits": {"wall_s", "cpu_s", "address_space_mb",
+    "stack_mb", "output_bytes"} (of each case), "stop_on_failure": bool}.
+
+    Returns {"cases": [report, ...]} for the cases run, in order; each report has
+    exit_code, signal, cpu_s, peak_memory_mb, wall_s, killed_by (if any), and the lengths
+    of its stdout and stderr, which follow each other on the job's stdout. With
+    `stop_on_failure`, the first case that does not end cleanly (exit 0, within its
+    limits) is the last one run; `unclean` says that a case left a process that would not
+    die, after which no case runs (the host runs the rest in a fresh job)."""
+    _subreaper()
+    scope = Scope()
+    scratch = os.getcwd()
+    # Decoded once: every case gets the same files afresh.
+    files = {name: base64.b64decode(data) for name, data in (payload.get("files") or {}).items()}
+    executables = list(payload.get("executables") or [])
+    argv = list(payload["argv"])
+    env = dict(payload.get("env") or {})
+    limits = dict(payload["limits"])
+    program_fd = program_descriptor(argv, files, executables)
+    if program_fd is not None:
+        # Run from its memfd: the file itself is not needed (and a Go binary is 1.3 MB
+        # to write again for every case).
+        files = {name: data for name, data in files.items() if name != argv[0][2:]}
+        executables = [name for name in executables if name in files]
+    reports: list[dict[str, Any]] = []
+    unclean = False
+    for stdin in payload.get("cases") or []:
+        case_dir = tempfile.mkdtemp(prefix="case-", dir=scratch)
+        os.chdir(case_dir)
+        _write(files, binary=True)
+        for name in executables:
+            os.chmod(name, 0o755)
+        report, out, err = _run_one(argv, env, str(stdin).encode(), program_fd, limits, scope)
+        os.chdir(scratch)
+        _remove(case_dir)
+        scope.wipe()
+        report["stdout_bytes"], report["stderr_bytes"] = len(out), len(err)
+        _write_out(out)
+        _write_out(err)
+        reports.append(report)
+        if _has_children():
+            unclean = True
+            break
+        failed = report.get("killed_by") or report.get("exit_code") != 0
+        if failed and payload.get("stop_on_failure"):
+            break
+    return {"cases": reports, "unclean": unclean}
