@@ -164,11 +164,148 @@ def _copy(conn: psycopg.Connection, chunk: str) -> None:
             copy.write(chunk[offset:offset + (1 << 20)])
 
 
-def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool) -> float:
-    """COPY the records. `bulk`: as a schema owner loading history would (the migration does the
-    same for an existing deployment): the insert trigger and the indexes off during the COPY,
-    then the indexes built, record_keys and the rollups computed by the trigger's own
-    statements over all records in one pass. Otherwise every batch goes through the trigger."""
+# Verdicts in a fixed order for the SQL generator's cumulative weights.
+_VERDICT_ORDER = ("correct", "incorrect", "invalid_format", "error", "timeout", "violation")
+# Training steps per run over the whole window (the Python generator's ~1% chance a group).
+_STEPS = 1100
+
+
+def _verifier_values() -> str:
+    """VALUES rows of the verifiers' parameters for the SQL generator: number, name, cumulative
+    share (upper edge), group size, tasks, cumulative verdict edges, flags and their chances,
+    latency median and sigma."""
+    rows, edge = [], 0.0
+    for number, (name, (share, size, tasks, weights, flags, median, sigma)) in enumerate(VERIFIERS.items()):
+        edge += share
+        total = sum(weights.values())
+        cumulative, acc = [], 0.0
+        for verdict in _VERDICT_ORDER:
+            acc += weights.get(verdict, 0) / total
+            cumulative.append(acc)
+        names = ", ".join(f"'{f}'" for f in flags)
+        chances = ", ".join(repr(p) for p in flags.values())
+        rows.append(f"({number}, '{name}', {edge if number < len(VERIFIERS) - 1 else 1.0}, {size}, {tasks}, "
+                    f"ARRAY[{', '.join(repr(c) for c in cumulative)}]::float8[], ARRAY[{names}]::text[], "
+                    f"ARRAY[{chances}]::float8[], {median}, {sigma})")
+    return ",\n".join(rows)
+
+
+def _fill_statement(days: float) -> str:
+    """One batch: the groups numbered [:lo, :hi) of :n_groups (an estimate), each a request of one
+    verifier's task by one key, spread evenly over the window in group order, with its members."""
+    verdicts = "ARRAY[" + ", ".join(f"'{v}'" for v in _VERDICT_ORDER) + "]"
+    keys = "ARRAY[" + ", ".join(f"'{k}'" for k in KEYS) + "]"
+    runs = "ARRAY[" + ", ".join(f"'{r}'" for r in RUNS) + "]"
+    evals = "ARRAY[" + ", ".join(f"'{e}'" for e in EVALS) + "]"
+    components = {ok: json.dumps({"correctness": {"value": float(ok), "hard": True}, "format": {"value": 1.0, "hard": True},
+                                  "compliance": {"value": 1.0, "hard": True}}) for ok in (0, 1)}
+    return f"""
+WITH v (num, name, edge, gsize, tasks, cum, flags, chances, median, sigma) AS (VALUES {_verifier_values()}),
+g AS MATERIALIZED (
+  SELECT s.g, v.name AS verifier, v.cum, v.flags, v.chances, v.median, v.sigma,
+         CASE WHEN s.u_size < 0.8 THEN v.gsize ELSE 1 END AS size,
+         floor(s.u_task * v.tasks)::int AS task, s.u_key, s.u_run, s.u_eval,
+         md5(s.g::text || 'submission' || s.u_key) AS submission,
+         :start + (:end - :start) * least(1.0, s.g::float8 / :n_groups) AS moment,
+         floor(least(1.0, s.g::float8 / :n_groups) * {_STEPS})::int AS step
+  FROM (SELECT g, random() AS u_v, random() AS u_size, random() AS u_task, random() AS u_key,
+               random() AS u_run, random() AS u_eval FROM generate_series(:lo, :hi - 1) AS g) s
+  JOIN v ON v.num = (SELECT min(w.num) FROM v w WHERE s.u_v < w.edge)
+  ORDER BY s.g
+)
+INSERT INTO records ({", ".join(c for c in COLUMNS if c != "task_digest")})
+SELECT md5(g.g::text || ':' || m.i || ':' || random()), to_timestamp(g.moment), NULL, ({keys})[1 + floor(g.u_key * 6)::int],
+       CASE WHEN mod(g.task, 2) = 0 THEN g.verifier || '/' || g.task END,
+       substr(g.verifier, 1, 2) || lpad(to_hex(g.task), 62, '0'), '{{"answer_kind": "number"}}', g.verifier, '1',
+       md5(random()::text) || md5(random()::text), (SELECT body FROM bench_responses WHERE i = m.r_resp),
+       CASE WHEN m.verdict = 'correct' THEN '{components[1]}'::json ELSE '{components[0]}'::json END,
+       m.reward, m.verdict, (SELECT body FROM bench_evidence WHERE i = m.r_ev)::json, m.flags, CASE WHEN g.verifier = 'code' THEN 'docker' ELSE 'process' END,
+       '{{"cpu_ms": 3}}', round((g.median * exp(g.sigma * m.normal))::numeric, 3)::float8,
+       CASE WHEN g.size > 1 THEN md5(g.g::text || 'group') END, CASE WHEN g.size > 1 THEN m.i END,
+       g.submission, m.i,
+       CASE WHEN g.size > 1 THEN round(((m.reward - coalesce(m.mean, 0)) / (coalesce(m.std, 0) + 1e-6))::numeric, 6)::float8 END,
+       CASE WHEN g.size > 1 THEN round(coalesce(m.mean, 0)::numeric, 6)::float8 END,
+       CASE WHEN g.size > 1 THEN round(coalesce(m.std, 0)::numeric, 6)::float8 END,
+       CASE WHEN g.size > 1 THEN coalesce(m.nc < 2 OR m.cmax - m.cmin <= 5e-7, true) END,
+       CASE WHEN json_array_length(m.flags) > 0 THEN
+         (SELECT json_object_agg(f, json_build_object('hint', 'pattern seen')) FROM json_array_elements_text(m.flags) f)
+       END,
+       m.tokens, CASE WHEN m.tokens > 3900 THEN 'length' ELSE 'stop' END, false,
+       CASE WHEN g.u_eval < 0.01 THEN ({evals})[1 + floor(g.u_eval * 500)::int] END,
+       CASE WHEN g.u_run < 0.7 THEN ({runs})[1 + floor(g.u_run / 0.7 * 8)::int] END,
+       CASE WHEN g.u_run < 0.7 THEN g.step END
+FROM g CROSS JOIN LATERAL (
+  SELECT a.*, avg(a.reward) FILTER (WHERE a.verdict <> 'error') OVER () AS mean,
+         stddev_pop(a.reward) FILTER (WHERE a.verdict <> 'error') OVER () AS std,
+         count(*) FILTER (WHERE a.verdict <> 'error') OVER () AS nc,
+         max(a.reward) FILTER (WHERE a.verdict <> 'error') OVER () AS cmax,
+         min(a.reward) FILTER (WHERE a.verdict <> 'error') OVER () AS cmin
+  FROM (SELECT b.i, b.verdict, b.flags, b.tokens, b.normal, b.r_resp, b.r_ev,
+               CASE WHEN b.verdict = 'correct' THEN round((1.0 - b.u_reward * 0.05)::numeric, 6)::float8 ELSE 0.0 END
+                 AS reward
+        FROM (SELECT i, ({verdicts})[least(6, (SELECT count(*) FROM unnest(g.cum) c WHERE c <= u.u_verdict) + 1)] AS verdict,
+                     (SELECT coalesce(json_agg(f.name), '[]'::json) FROM unnest(g.flags, g.chances) f(name, p)
+                      WHERE random() < f.p AND u.i >= 0) AS flags,
+                     30 + floor(u.u_tokens * 3971)::int AS tokens, u.u_reward,
+                     sqrt(-2 * ln(1.0 - u.u_n1)) * cos(2 * pi() * u.u_n2) AS normal,
+                     floor(u.u_resp * 400)::int AS r_resp, floor(u.u_ev * 200)::int AS r_ev
+              FROM (SELECT i, random() AS u_verdict, random() AS u_tokens, random() AS u_reward, random() AS u_n1,
+                           random() AS u_n2, random() AS u_resp, random() AS u_ev
+                    FROM generate_series(0, g.size - 1) AS i) u) b) a
+) m"""
+
+
+def _sql_pools(conn: psycopg.Connection, seed: int) -> None:
+    """The response and evidence texts the generator draws from (temporary tables)."""
+    rng = random.Random(seed)
+    words = ("so", "the", "answer", "is", "let", "x", "=", "we", "get", "therefore", "step", "check", "sum", "def",
+             "return", "SELECT", "FROM", "WHERE", "call", "tool", "state", "proof", "by", "lemma")
+    conn.execute("CREATE TEMP TABLE bench_responses (i int PRIMARY KEY, body text)")
+    conn.execute("CREATE TEMP TABLE bench_evidence (i int PRIMARY KEY, body text)")
+    with conn.cursor() as cur:
+        responses = []
+        for i in range(400):
+            n = int(min(3000, max(40, rng.lognormvariate(math.log(260), 0.8))))
+            body = " ".join(rng.choice(words) for _ in range(n // 4))[:n]
+            responses.append((i, f"{body} \\boxed{{{rng.randint(0, 999)}}}"))
+        cur.executemany("INSERT INTO bench_responses VALUES (%s, %s)", responses)
+        cur.executemany("INSERT INTO bench_evidence VALUES (%s, %s)", [
+            (i, json.dumps({"parsed": str(rng.randint(0, 999)), "expected_kind": "number",
+                            "stderr": "" if rng.random() < 0.8 else "Traceback: AssertionError " * 3,
+                            "tests": {"passed": rng.randint(0, 10), "total": 10}})) for i in range(200)])
+
+
+def _generate_in_sql(conn: psycopg.Connection, rows: int, days: float, batch: int, seed: int,
+                     started: float) -> None:
+    """Generate the records in the database (INSERT ... SELECT over generate_series), in batches
+    of about `batch` records, each committed."""
+    _sql_pools(conn, seed)
+    conn.execute("SELECT setseed(%s)", [(seed % 1000) / 1000])
+    mean_size = sum(share * (0.8 * size + 0.2) for share, size, *_ in VERIFIERS.values())
+    n_groups = max(1, round(rows / mean_size))
+    per_batch = max(1, round(batch / mean_size))
+    end = time.time()
+    start = end - days * 86400
+    statement = _fill_statement(days).replace(":start", "%(start)s").replace(":end", "%(end)s") \
+        .replace(":n_groups", "%(n_groups)s").replace(":lo", "%(lo)s").replace(":hi", "%(hi)s")
+    done, lo = 0, 0
+    while done < rows:
+        hi = lo + per_batch
+        cur = conn.execute(statement + " LIMIT %(left)s", {"start": start, "end": end, "n_groups": n_groups,
+                                                            "lo": lo, "hi": hi, "left": rows - done})
+        done += cur.rowcount
+        lo = hi
+        conn.commit()
+        print(f"  {done:,} records, {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool, in_sql: bool = True) -> float:
+    """Fill the records. `in_sql` (the default): generated by the database itself (INSERT ... SELECT
+    over generate_series: the same mixes as `generate`), else COPY of Python-generated text.
+    `bulk`: as a schema owner loading history would (the migration does the same for an
+    existing deployment): the insert trigger and the indexes off during the load, then the
+    indexes built, record_keys and the rollups computed by the trigger's own statements over
+    all records in one pass. Otherwise every batch goes through the trigger."""
     from service import audit_rollups
 
     started = time.perf_counter()
@@ -184,7 +321,7 @@ def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool) ->
         conn.execute("SET jit = off")
         indexes = []
         if bulk:
-            conn.execute("SET maintenance_work_mem = '512MB'")
+            conn.execute("SET maintenance_work_mem = '1GB'")
             conn.execute("ALTER TABLE records DISABLE TRIGGER records_after_insert")
             indexes = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
                                    "('records', 'record_keys') AND indexname NOT IN "
@@ -193,11 +330,14 @@ def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool) ->
                 conn.execute(f'DROP INDEX "{name}"' if not name.startswith("uq_record_keys_request")
                              else f'ALTER TABLE record_keys DROP CONSTRAINT "{name}"')
             conn.commit()
-        for chunk, n in generate(rows, days, seed, batch):
-            _copy(conn, chunk)
-            conn.commit()
-            done += n
-            print(f"  {done:,} records, {time.perf_counter() - started:.0f} s", flush=True)
+        if in_sql:
+            _generate_in_sql(conn, rows, days, batch, seed, started)
+        else:
+            for chunk, n in generate(rows, days, seed, batch):
+                _copy(conn, chunk)
+                conn.commit()
+                done += n
+                print(f"  {done:,} records, {time.perf_counter() - started:.0f} s", flush=True)
         if bulk:
             for name, definition in indexes:
                 # pg_indexes names a partitioned index "ON ONLY records": build it on every partition.
@@ -205,19 +345,23 @@ def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool) ->
                 conn.execute(recursive if not name.startswith("uq_record_keys_request") else
                              f'ALTER TABLE record_keys ADD CONSTRAINT "{name}" UNIQUE (caller_key_id, request_id)')
                 conn.commit()
-            print(f"  indexes built, {time.perf_counter() - started:.0f} s", flush=True)
+                print(f"  index {name} built, {time.perf_counter() - started:.0f} s", flush=True)
             conn.execute(audit_rollups.RECORD_KEYS.replace("FROM new_rows", "FROM records"))
+            conn.commit()
+            print(f"  record_keys filled, {time.perf_counter() - started:.0f} s", flush=True)
             for statement in audit_rollups.backfill_statements("postgresql"):
                 conn.execute(statement)
             conn.execute("ALTER TABLE records ENABLE TRIGGER records_after_insert")
             conn.commit()
-            print(f"  record_keys and rollups computed, {time.perf_counter() - started:.0f} s", flush=True)
+            print(f"  rollups computed, {time.perf_counter() - started:.0f} s", flush=True)
         conn.execute("""INSERT INTO labels (id, record_id, created_at, author, author_key_id, label)
                         SELECT md5(id || 'label'), id, created_at + interval '1 hour', 'bench', 'key0',
                                (ARRAY['agree', 'disagree', 'exploit'])[1 + abs(hashtext(id)) % 3]
                         FROM records TABLESAMPLE SYSTEM (0.05)""")
         conn.commit()
         conn.autocommit = True
+        # As autovacuum would soon: statistics, and the visibility map index-only scans read.
+        conn.execute("VACUUM (ANALYZE) records")
         conn.execute("ANALYZE")
     return time.perf_counter() - started
 
@@ -419,13 +563,19 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database (named in the output)")
     parser.add_argument("--reuse", help="time an existing database of an earlier --keep run (no fill)")
     parser.add_argument("--baseline-timeout", type=int, default=120)
+    parser.add_argument("--name", help="fill a database of this name and keep it (e.g. assay_audit10m)")
+    parser.add_argument("--fill-only", action="store_true", help="fill (and keep) the database, time nothing")
+    parser.add_argument("--copy", action="store_true",
+                        help="COPY records generated in Python instead of generating them in the database")
     parser.add_argument("--through-trigger", action="store_true",
                         help="COPY every batch through the insert trigger instead of the bulk load")
     args = parser.parse_args()
     admin_url = os.environ.get("ASSAY_TEST_POSTGRES_URL") or subprocess.run(
         ["scripts/postgres.sh", "start"], capture_output=True, text=True, check=True).stdout.strip()
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = args.reuse or f"assay_scale_bench_{uuid.uuid4().hex[:8]}"
+    name = args.reuse or args.name or f"assay_scale_bench_{uuid.uuid4().hex[:8]}"
+    if args.name or args.fill_only:
+        args.keep = True
     url = admin_url.rsplit("/", 1)[0] + "/" + name
     print(f"load average before: {load()} (a machine shared by 7 helpers); database {name}", flush=True)
     server = None
@@ -434,11 +584,21 @@ def main() -> None:
             with admin.connect() as conn:
                 conn.execute(text(f"CREATE DATABASE {name}"))
             AuditStore(url).engine.dispose()
-            took = fill(url, args.rows, args.days, args.batch, args.seed, not args.through_trigger)
+            took = fill(url, args.rows, args.days, args.batch, args.seed, not args.through_trigger, not args.copy)
             how = "through the trigger" if args.through_trigger else "in bulk (trigger and indexes off, then built)"
-            print(f"filled {args.rows:,} records by COPY {how} in {took:.0f} s "
+            source = "COPY of Python-generated rows" if args.copy else "INSERT ... SELECT generated in the database"
+            print(f"filled {args.rows:,} records by {source} {how} in {took:.0f} s "
                   f"({args.rows / took:,.0f} records/s), load average {load()}", flush=True)
             trigger_cost(url, 20_000, args.seed)
+            if args.fill_only:
+                return
+        else:
+            from service import migrations
+            engine = create_engine(url)
+            before, after = migrations.upgrade(engine)  # a database kept by an earlier revision
+            engine.dispose()
+            if before != after:
+                print(f"upgraded {name} from revision {before} to {after}", flush=True)
         engine = create_engine(url)
         with engine.connect() as conn:
             total = conn.execute(text("SELECT sum(n) FROM rollup_hours WHERE kind = 'verdict'")).scalar()
