@@ -14,6 +14,9 @@ Two tables, filled by database triggers on `records` (service/migrations/version
 - `rollup_tasks`: per task (content hash, registered id or ''), the curriculum tallies of
   service/task_stats.py: attempts, judged attempts, sum of raw correctness, tokens, the
   first record's seq and time, groups and zero-variance groups (raw correctness).
+- `rollup_task_hours` (revision 0013): the same tallies per UTC hour and task, which task
+  statistics over a time window add up (whole hours; the partial hours at the window's
+  edges from the records).
 
 A group counts in each hour it has records in (as the overview always counted it per bucket);
 per task, a group's zero variance is kept exact however its rows arrive: each write compares
@@ -188,15 +191,73 @@ WHERE true ORDER BY t.task_hash, t.tid
 {upsert}"""
 
 
-def rollup_statements(dialect: str, src: str) -> list[str]:
+def _task_hours_statement(d: dict[str, str], n: str) -> str:
+    """`rollup_task_hours`: the tallies of `rollup_tasks` per UTC hour (revision 0013), so that
+    task statistics over a time window add up whole hours. A group counts in each hour it has
+    records in; its zero variance is kept exact within the hour as in `rollup_tasks`."""
+    span, least, greatest = ZERO_VARIANCE_SPAN, d["least"], d["greatest"]
+    corr_e = d["corr"].replace("r.", "e.")
+    upsert = (f"ON CONFLICT (hour, task_hash, task_id) DO UPDATE SET "
+              f"first_seq = {least}(rollup_task_hours.first_seq, excluded.first_seq), "
+              + ", ".join(f"{c} = rollup_task_hours.{c} + excluded.{c}" for c in
+                          ("attempts", "judged", "correct_sum", "tokens_n", "tokens_sum", "groups", "zv_groups")))
+    deltas = f"""
+SELECT g.hour AS hour, g.task_hash AS task_hash, g.tid AS tid, sum(CASE WHEN p.pr IS NULL THEN 1 ELSE 0 END) AS groups,
+       sum((CASE WHEN coalesce(p.pn, 0) + g.bn < 2 THEN 1
+                 WHEN {greatest}(coalesce(p.pmax, g.bmax), coalesce(g.bmax, p.pmax))
+                      - {least}(coalesce(p.pmin, g.bmin), coalesce(g.bmin, p.pmin)) <= {span} THEN 1 ELSE 0 END)
+           - (CASE WHEN p.pr IS NULL THEN 0 WHEN p.pn < 2 OR p.pmax - p.pmin <= {span} THEN 1 ELSE 0 END)) AS zv
+FROM (
+  SELECT n.hour AS hour, n.task_hash AS task_hash, coalesce(n.task_id, '') AS tid, n.caller_key_id AS caller,
+         n.group_id AS group_id, count(n.c) AS bn, min(n.c) AS bmin, max(n.c) AS bmax
+  FROM {n} n WHERE n.group_id IS NOT NULL
+  GROUP BY n.hour, n.task_hash, coalesce(n.task_id, ''), n.caller_key_id, n.group_id) g
+LEFT JOIN (
+  SELECT e.hour AS hour, e.task_hash AS task_hash, coalesce(e.task_id, '') AS tid, e.caller_key_id AS caller,
+         e.group_id AS group_id, count(*) AS pr, count(e.c) AS pn, min(e.c) AS pmin, max(e.c) AS pmax
+  FROM (SELECT e.*, {corr_e} AS c, {d['hour_e']} AS hour FROM records e
+        WHERE e.group_id IN (SELECT n.group_id FROM {n} n WHERE n.group_id IS NOT NULL)
+          AND e.seq < (SELECT min(n.seq) FROM {n} n) {d['lookback']}) e
+  GROUP BY e.hour, e.task_hash, coalesce(e.task_id, ''), e.caller_key_id, e.group_id) p
+ON p.hour = g.hour AND p.task_hash = g.task_hash AND p.tid = g.tid AND p.caller IS NOT DISTINCT FROM g.caller
+   AND p.group_id = g.group_id
+GROUP BY g.hour, g.task_hash, g.tid"""
+    return f"""
+INSERT INTO rollup_task_hours (hour, task_hash, task_id, verifier, first_seq, attempts, judged, correct_sum, tokens_n,
+                               tokens_sum, groups, zv_groups)
+SELECT t.hour, t.task_hash, t.tid, t.verifier, t.first_seq, t.attempts, t.judged, t.correct_sum, t.tokens_n,
+       t.tokens_sum, coalesce(gd.groups, 0), coalesce(gd.zv, 0)
+FROM (
+  SELECT n.hour AS hour, n.task_hash AS task_hash, coalesce(n.task_id, '') AS tid, min(n.verifier) AS verifier,
+         min(n.seq) AS first_seq, count(*) AS attempts, count(n.c) AS judged, coalesce(sum(n.c), 0.0) AS correct_sum,
+         count(n.tokens) AS tokens_n, coalesce(sum(n.tokens), 0) AS tokens_sum
+  FROM {n} n GROUP BY n.hour, n.task_hash, coalesce(n.task_id, '')) t
+LEFT JOIN ({deltas}) gd ON gd.hour = t.hour AND gd.task_hash = t.task_hash AND gd.tid = t.tid
+WHERE true ORDER BY t.hour, t.task_hash, t.tid
+{upsert}"""
+
+
+def task_hours_statement(dialect: str, src: str) -> str:
+    """The statement that adds the rows of relation `src` to `rollup_task_hours` alone (the
+    backfill of revision 0013)."""
+    d = dialect_sql(dialect)
+    if dialect == "postgresql":
+        return f"WITH n AS MATERIALIZED {_narrow(d, src)}\n{_task_hours_statement(d, 'n')}"
+    return _task_hours_statement(d, _narrow(d, src))
+
+
+def rollup_statements(dialect: str, src: str, task_hours: bool = True) -> list[str]:
     """The statements that add the rows of relation `src` (records' columns) to the rollups:
-    on Postgres one statement (the new rows read once), on SQLite two."""
+    on Postgres one statement (the new rows read once), on SQLite one per table.
+    `task_hours=False`: without `rollup_task_hours` (the schema of revision 0012)."""
     d = dialect_sql(dialect)
     narrow = _narrow(d, src)
     if dialect == "postgresql":
-        return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n')} RETURNING 1)\n"
+        also = f",\ntask_hours AS ({_task_hours_statement(d, 'n')} RETURNING 1)" if task_hours else ""
+        return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n')} RETURNING 1){also}\n"
                 f"{_tasks_statement(d, 'n')}"]
-    return [_hours_statement(d, narrow), _tasks_statement(d, narrow)]
+    return [_hours_statement(d, narrow), _tasks_statement(d, narrow),
+            *([_task_hours_statement(d, narrow)] if task_hours else [])]
 
 
 RECORD_KEYS = """
@@ -206,10 +267,10 @@ SELECT id, created_at, caller_key_id, request_id, submission_id, submission_inde
 FROM new_rows"""
 
 
-def postgres_trigger_statements(schema: str) -> list[str]:
+def postgres_trigger_statements(schema: str, task_hours: bool = True) -> list[str]:
     """The AFTER INSERT statement trigger on the partitioned `records`: unique keys, then rollups."""
     body = ";\n".join([f"PERFORM pg_advisory_xact_lock({ROLLUP_LOCK_KEY})", RECORD_KEYS,
-                       *rollup_statements("postgresql", "new_rows")])
+                       *rollup_statements("postgresql", "new_rows", task_hours)])
     return [
         f"""CREATE OR REPLACE FUNCTION assay_records_after_insert() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = "{schema}", pg_temp SET jit = off AS $fn$
@@ -224,14 +285,14 @@ END $fn$""",
     ]
 
 
-def sqlite_trigger_statements() -> list[str]:
+def sqlite_trigger_statements(task_hours: bool = True) -> list[str]:
     """A per-row AFTER INSERT trigger: the same statements over the one new row."""
     src = "(SELECT " + ", ".join(f"NEW.{c} AS {c}" for c in RECORD_COLUMNS) + ")"
-    body = ";\n".join(rollup_statements("sqlite", src))
+    body = ";\n".join(rollup_statements("sqlite", src, task_hours))
     return ["DROP TRIGGER IF EXISTS records_rollups",
             f"CREATE TRIGGER records_rollups AFTER INSERT ON records BEGIN\n{body};\nEND"]
 
 
-def backfill_statements(dialect: str) -> list[str]:
+def backfill_statements(dialect: str, task_hours: bool = True) -> list[str]:
     """Rollups of the records already stored (the migration of an existing SQLite store)."""
-    return rollup_statements(dialect, "(SELECT * FROM records)")
+    return rollup_statements(dialect, "(SELECT * FROM records)", task_hours)

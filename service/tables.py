@@ -345,6 +345,25 @@ class RollupTaskRow(Base):
     zv_groups: Mapped[int] = mapped_column(BigInteger)
 
 
+class RollupTaskHourRow(Base):
+    """The tallies of RollupTaskRow per UTC hour (revision 0013): task statistics over a time
+    window add up whole hours; written by the trigger on records."""
+
+    __tablename__ = "rollup_task_hours"
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch hours (UTC)
+    task_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # '' for an inline task
+    verifier: Mapped[str] = mapped_column(String(64))
+    first_seq: Mapped[int] = mapped_column(BigInteger)
+    attempts: Mapped[int] = mapped_column(BigInteger)
+    judged: Mapped[int] = mapped_column(BigInteger)
+    correct_sum: Mapped[float] = mapped_column(Float)
+    tokens_n: Mapped[int] = mapped_column(BigInteger)
+    tokens_sum: Mapped[int] = mapped_column(BigInteger)
+    groups: Mapped[int] = mapped_column(BigInteger)
+    zv_groups: Mapped[int] = mapped_column(BigInteger)
+
+
 class RecordKeyRow(Base):
     """Postgres: the records' unique keys (a partitioned table's unique index must hold the
     partition key, so uniqueness of id, request, response index and chain position lives
