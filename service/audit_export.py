@@ -102,8 +102,9 @@ def _json_or(column: str, empty: str) -> str:
 
 
 _R = "records"
-_ISO = (f"to_char({_R}.created_at AT TIME ZONE 'UTC', CASE WHEN mod(extract(microseconds FROM {_R}.created_at)::bigint, "
-        f"1000000) = 0 THEN 'YYYY-MM-DD\"T\"HH24:MI:SS' ELSE 'YYYY-MM-DD\"T\"HH24:MI:SS.US' END)")
+_ISO = (f"to_char({_R}.created_at AT TIME ZONE 'UTC', "
+        f"CASE WHEN mod(extract(microseconds FROM {_R}.created_at)::bigint, 1000000) = 0 "
+        f"THEN 'YYYY-MM-DD\"T\"HH24:MI:SS' ELSE 'YYYY-MM-DD\"T\"HH24:MI:SS.US' END)")
 _FIELDS = [
     ("id", f"to_json({_R}.id)::text"), ("seq", f"{_R}.seq::text"), ("created_at", f"'\"' || {_ISO} || 'Z\"'"),
     ("request_id", _nullable(f"to_json({_R}.request_id)::text")),

@@ -191,7 +191,7 @@ WHERE true ORDER BY t.task_hash, t.tid
 {upsert}"""
 
 
-def _task_hours_statement(d: dict[str, str], n: str) -> str:
+def _task_hours_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
     """`rollup_task_hours`: the tallies of `rollup_tasks` per UTC hour (revision 0013), so that
     task statistics over a time window add up whole hours. A group counts in each hour it has
     records in; its zero variance is kept exact within the hour as in `rollup_tasks`."""
@@ -222,6 +222,9 @@ LEFT JOIN (
 ON p.hour = g.hour AND p.task_hash = g.task_hash AND p.tid = g.tid AND p.caller IS NOT DISTINCT FROM g.caller
    AND p.group_id = g.group_id
 GROUP BY g.hour, g.task_hash, g.tid"""
+    if not prior:  # every row of each (hour, group) is among the new rows: no earlier rows to look up
+        nothing = "(SELECT 1 AS pr, 0 AS pn, 0.0 AS pmin, 0.0 AS pmax) p ON false"
+        deltas = f"{deltas.split('LEFT JOIN (')[0]}LEFT JOIN {nothing}\nGROUP BY g.hour, g.task_hash, g.tid"
     return f"""
 INSERT INTO rollup_task_hours (hour, task_hash, task_id, verifier, first_seq, attempts, judged, correct_sum, tokens_n,
                                tokens_sum, groups, zv_groups)
@@ -239,11 +242,10 @@ WHERE true ORDER BY t.hour, t.task_hash, t.tid
 
 def task_hours_statement(dialect: str, src: str) -> str:
     """The statement that adds the rows of relation `src` to `rollup_task_hours` alone (the
-    backfill of revision 0013)."""
+    backfill of revision 0013): `src` must hold whole hours (e.g. a day's partition), so that no
+    earlier row of an hour's group is looked up."""
     d = dialect_sql(dialect)
-    if dialect == "postgresql":
-        return f"WITH n AS MATERIALIZED {_narrow(d, src)}\n{_task_hours_statement(d, 'n')}"
-    return _task_hours_statement(d, _narrow(d, src))
+    return _task_hours_statement(d, _narrow(d, src), prior=False)
 
 
 def rollup_statements(dialect: str, src: str, task_hours: bool = True) -> list[str]:

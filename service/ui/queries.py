@@ -282,8 +282,9 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 # Windows with at most this many records are computed exactly from the records; larger ones
 # from the hourly rollups (service/audit_rollups.py), with the partial hours at the edges of
-# the window from the records. Latency percentiles from rollups are read off log-spaced
-# bins (within 5.1%); every count is exact.
+# the window from the records (one statement each); a larger window with sub-hour buckets from
+# its records in one statement, counted as the rollups count them. Latency percentiles from
+# rollups are read off log-spaced bins (within 5.1%); every count is exact.
 OVERVIEW_EXACT_LIMIT = 2_000
 HOUR = 3600
 
@@ -294,8 +295,14 @@ def overview(store: AuditStore, f: OverviewFilter, exact_limit: int = OVERVIEW_E
     with store.db() as s:
         lo, hi = _first_and_last(s, f, cond)
         width = _bucket_width(lo, hi)
-        if width >= HOUR and lo is not None and _more_than(s, cond, exact_limit):
-            return _overview_from_rollups(store, s, f, width)
+        if lo is not None and _more_than(s, cond, exact_limit):
+            if width >= HOUR:
+                return _overview_from_rollups(store, s, f, width)
+            # Sub-hour buckets (a window of up to 12 hours): the window's records read once,
+            # counted as the rollups count them (latency percentiles from the same bins).
+            counts: dict[tuple, int] = {}
+            _add_counts(counts, s.execute(_edge_counts(store, cond, width)))
+            return _shape(width, *_rollup_rows(counts))
         bucket = func.floor(_epoch(store) / width).label("bucket")
         verdicts, flags, groups, lengths = _raw_counts(store, s, cond, bucket)
         latency = _latency(store, s, cond, bucket)
@@ -404,10 +411,14 @@ def _overview_from_rollups(store: AuditStore, s: Any, f: OverviewFilter, width: 
     for edge_lo, edge_hi in edges:
         cond = and_(true(), RecordRow.created_at >= edge_lo, RecordRow.created_at < edge_hi,
                     *([RecordRow.verifier == f.verifier] if f.verifier else []))
-        for kind, verifier, bb, key, n in s.execute(_edge_counts(store, cond, width)):
-            k = (kind, verifier, int(bb), str(key) if kind != "latency" else str(int(float(key))))
-            counts[k] = counts.get(k, 0) + int(n)
+        _add_counts(counts, s.execute(_edge_counts(store, cond, width)))
     return _shape(width, *_rollup_rows(counts))
+
+
+def _add_counts(counts: dict[tuple, int], rows: Any) -> None:
+    for kind, verifier, bb, key, n in rows:
+        k = (kind, verifier, int(bb), str(key) if kind != "latency" else str(int(float(key))))
+        counts[k] = counts.get(k, 0) + int(n)
 
 
 def _edge_counts(store: AuditStore, cond: Any, width: int) -> Any:
