@@ -320,7 +320,6 @@ def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool, in
     existing deployment): the insert trigger and the indexes off during the load, then the
     indexes built, record_keys and the rollups computed by the trigger's own statements over
     all records in one pass. Otherwise every batch goes through the trigger."""
-    from service import audit_rollups
 
     started = time.perf_counter()
     plain = url.replace("postgresql+psycopg://", "postgresql://")
@@ -353,21 +352,7 @@ def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool, in
                 done += n
                 print(f"  {done:,} records, {time.perf_counter() - started:.0f} s", flush=True)
         if bulk:
-            for name, definition in indexes:
-                # pg_indexes names a partitioned index "ON ONLY records": build it on every partition.
-                recursive = definition.replace(" ON ONLY ", " ON ")
-                conn.execute(recursive if not name.startswith("uq_record_keys_request") else
-                             f'ALTER TABLE record_keys ADD CONSTRAINT "{name}" UNIQUE (caller_key_id, request_id)')
-                conn.commit()
-                print(f"  index {name} built, {time.perf_counter() - started:.0f} s", flush=True)
-            conn.execute(audit_rollups.RECORD_KEYS.replace("FROM new_rows", "FROM records"))
-            conn.commit()
-            print(f"  record_keys filled, {time.perf_counter() - started:.0f} s", flush=True)
-            for statement in audit_rollups.backfill_statements("postgresql"):
-                conn.execute(statement)
-            conn.execute("ALTER TABLE records ENABLE TRIGGER records_after_insert")
-            conn.commit()
-            print(f"  rollups computed, {time.perf_counter() - started:.0f} s", flush=True)
+            _after_bulk_load(conn, indexes, started)
         conn.execute("""INSERT INTO labels (id, record_id, created_at, author, author_key_id, label)
                         SELECT md5(id || 'label'), id, created_at + interval '1 hour', 'bench', 'key0',
                                (ARRAY['agree', 'disagree', 'exploit'])[1 + abs(hashtext(id)) % 3]
@@ -378,6 +363,38 @@ def fill(url: str, rows: int, days: float, batch: int, seed: int, bulk: bool, in
         conn.execute("VACUUM (ANALYZE) records")
         conn.execute("ANALYZE")
     return time.perf_counter() - started
+
+
+def _after_bulk_load(conn: psycopg.Connection, indexes: list, started: float) -> None:
+    """What the insert trigger would have done, then the indexes: record_keys filled before its
+    unique indexes are built; the rollups by the trigger's own statements
+    (service/audit_rollups.py), a day partition at a time, with `prior=False` (every generated
+    group is written at one instant, so a day holds all of each of its groups and there is no
+    earlier row of a group to look up)."""
+    from service import audit_rollups
+
+    conn.execute("SET work_mem = '256MB'")
+    conn.execute(audit_rollups.RECORD_KEYS.replace("FROM new_rows", "FROM records"))
+    conn.commit()
+    print(f"  record_keys filled, {time.perf_counter() - started:.0f} s", flush=True)
+    task_hours = conn.execute("SELECT to_regclass('rollup_task_hours') IS NOT NULL").fetchone()[0]
+    parts = [n for (n,) in conn.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                                        "WHERE i.inhparent = 'records'::regclass ORDER BY c.relname")]
+    for part in parts:
+        for statement in audit_rollups.rollup_statements("postgresql", f"(SELECT * FROM {part})", task_hours,
+                                                         prior=False):
+            conn.execute(statement)
+        conn.commit()
+    print(f"  rollups computed ({len(parts)} partitions), {time.perf_counter() - started:.0f} s", flush=True)
+    for name, definition in indexes:
+        # pg_indexes names a partitioned index "ON ONLY records": build it on every partition.
+        recursive = definition.replace(" ON ONLY ", " ON ")
+        conn.execute(recursive if not name.startswith("uq_record_keys_request") else
+                     f'ALTER TABLE record_keys ADD CONSTRAINT "{name}" UNIQUE (caller_key_id, request_id)')
+        conn.commit()
+        print(f"  index {name} built, {time.perf_counter() - started:.0f} s", flush=True)
+    conn.execute("ALTER TABLE records ENABLE TRIGGER records_after_insert")
+    conn.commit()
 
 
 def trigger_cost(url: str, rows: int, seed: int) -> None:

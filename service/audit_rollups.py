@@ -114,7 +114,7 @@ _KINDS = ("SELECT 'verdict' AS kind UNION ALL SELECT 'latency' UNION ALL SELECT 
           "UNION ALL SELECT 'length' UNION ALL SELECT 'length_correct'")
 
 
-def _hours_statement(d: dict[str, str], n: str) -> str:
+def _hours_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
     new_groups = f"""
 SELECT g.* FROM (
   SELECT n.hour AS hour, n.verifier AS verifier, n.caller_key_id AS caller, n.group_id AS group_id,
@@ -124,6 +124,8 @@ SELECT g.* FROM (
 WHERE NOT EXISTS (SELECT 1 FROM records e WHERE e.group_id = g.group_id
   AND e.caller_key_id IS NOT DISTINCT FROM g.caller AND e.verifier = g.verifier
   AND e.group_zero_variance IS NOT NULL AND e.seq < g.first_seq AND {d['hour_e']} = g.hour {d['hour_range']})"""
+    if not prior:
+        new_groups = new_groups.split("WHERE NOT EXISTS")[0]
     return f"""
 INSERT INTO rollup_hours (hour, verifier, kind, key, n)
 SELECT hour, verifier, kind, key, count(*) FROM (
@@ -144,7 +146,7 @@ SELECT hour, verifier, kind, key, count(*) FROM (
 ON CONFLICT (hour, verifier, kind, key) DO UPDATE SET n = rollup_hours.n + excluded.n"""
 
 
-def _tasks_statement(d: dict[str, str], n: str) -> str:
+def _tasks_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
     # Groups per task, exact however a group's rows arrive: each write compares the group's
     # rows before it (count, raw correctness span) with the group after it, and adds the change
     # (a new group; a zero-variance group that stops being one, or becomes one).
@@ -175,6 +177,8 @@ LEFT JOIN (
   GROUP BY e.task_hash, coalesce(e.task_id, ''), e.caller_key_id, e.group_id) p
 ON p.task_hash = g.task_hash AND p.tid = g.tid AND p.caller IS NOT DISTINCT FROM g.caller AND p.group_id = g.group_id
 GROUP BY g.task_hash, g.tid"""
+    if not prior:
+        deltas = f"{deltas.split('LEFT JOIN (')[0]}LEFT JOIN {_NOTHING_BEFORE}\nGROUP BY g.task_hash, g.tid"
     return f"""
 INSERT INTO rollup_tasks (task_hash, task_id, verifier, first_seq, first_at, attempts, judged, correct_sum, tokens_n,
                           tokens_sum, groups, zv_groups)
@@ -189,6 +193,10 @@ FROM (
 LEFT JOIN ({deltas}) gd ON gd.task_hash = t.task_hash AND gd.tid = t.tid
 WHERE true ORDER BY t.task_hash, t.tid
 {upsert}"""
+
+
+# No earlier rows of the new rows' groups (`prior=False`).
+_NOTHING_BEFORE = "(SELECT 1 AS pr, 0 AS pn, 0.0 AS pmin, 0.0 AS pmax) p ON false"
 
 
 def _task_hours_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
@@ -223,8 +231,7 @@ ON p.hour = g.hour AND p.task_hash = g.task_hash AND p.tid = g.tid AND p.caller 
    AND p.group_id = g.group_id
 GROUP BY g.hour, g.task_hash, g.tid"""
     if not prior:  # every row of each (hour, group) is among the new rows: no earlier rows to look up
-        nothing = "(SELECT 1 AS pr, 0 AS pn, 0.0 AS pmin, 0.0 AS pmax) p ON false"
-        deltas = f"{deltas.split('LEFT JOIN (')[0]}LEFT JOIN {nothing}\nGROUP BY g.hour, g.task_hash, g.tid"
+        deltas = f"{deltas.split('LEFT JOIN (')[0]}LEFT JOIN {_NOTHING_BEFORE}\nGROUP BY g.hour, g.task_hash, g.tid"
     return f"""
 INSERT INTO rollup_task_hours (hour, task_hash, task_id, verifier, first_seq, attempts, judged, correct_sum, tokens_n,
                                tokens_sum, groups, zv_groups)
@@ -248,18 +255,20 @@ def task_hours_statement(dialect: str, src: str) -> str:
     return _task_hours_statement(d, _narrow(d, src), prior=False)
 
 
-def rollup_statements(dialect: str, src: str, task_hours: bool = True) -> list[str]:
+def rollup_statements(dialect: str, src: str, task_hours: bool = True, prior: bool = True) -> list[str]:
     """The statements that add the rows of relation `src` (records' columns) to the rollups:
     on Postgres one statement (the new rows read once), on SQLite one per table.
-    `task_hours=False`: without `rollup_task_hours` (the schema of revision 0012)."""
+    `task_hours=False`: without `rollup_task_hours` (the schema of revision 0012).
+    `prior=False`: `src` holds every row of each of its groups (e.g. a loader's batch of whole
+    requests), so no earlier row of a group is looked up in records."""
     d = dialect_sql(dialect)
     narrow = _narrow(d, src)
     if dialect == "postgresql":
-        also = f",\ntask_hours AS ({_task_hours_statement(d, 'n')} RETURNING 1)" if task_hours else ""
-        return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n')} RETURNING 1){also}\n"
-                f"{_tasks_statement(d, 'n')}"]
-    return [_hours_statement(d, narrow), _tasks_statement(d, narrow),
-            *([_task_hours_statement(d, narrow)] if task_hours else [])]
+        also = f",\ntask_hours AS ({_task_hours_statement(d, 'n', prior)} RETURNING 1)" if task_hours else ""
+        return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n', prior)} RETURNING 1){also}\n"
+                f"{_tasks_statement(d, 'n', prior)}"]
+    return [_hours_statement(d, narrow, prior), _tasks_statement(d, narrow, prior),
+            *([_task_hours_statement(d, narrow, prior)] if task_hours else [])]
 
 
 RECORD_KEYS = """
