@@ -75,6 +75,10 @@ class RecordRow(Chained, Base):
         Index("ix_records_run_step", "run_id", "run_step", "seq"),
         # Records of a task by content hash (issue 27: /v1/records?task_hash= at scale).
         Index("ix_records_task_hash_seq", "task_hash", "seq"),
+        # The viewer's reward and latency sorts within a verifier (revision 0013): latency and
+        # reward depend on the verifier, so walking the sort's own index skips millions of rows.
+        Index("ix_records_verifier_duration_seq", "verifier", "duration_ms", "seq"),
+        Index("ix_records_verifier_reward_seq", "verifier", "reward", "seq"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

@@ -89,6 +89,7 @@ def task_stats(store: AuditStore, *, task_id: str | None = None, task_hash: str 
 
 
 HOUR = 3600
+WORK_MEM = "64MB"
 # Tallies in the order of `_stats`'s arguments after task_id, task_hash, verifier; then first_seq.
 _SUMS = ("attempts", "judged", "correct_sum", "tokens_n", "tokens_sum", "groups", "zv_groups")
 
@@ -114,7 +115,8 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
     for row in _hour_tallies(store, task_id, task_hash, verifier, first, end, limit, None):
         _add(tallies, row)
     # A task the edges found but the first `limit` tasks of the whole hours did not: its hours too.
-    hourly_missing = [key for key, t in tallies.items() if t[-1] == "edge"]
+    first_n = sorted(tallies.values(), key=lambda t: t[3 + len(_SUMS)])[:limit]
+    hourly_missing = [(t[0], t[1]) for t in first_n if t[-1] == "edge"]
     if hourly_missing:
         for row in _hour_tallies(store, task_id, task_hash, verifier, first, end, None, hourly_missing):
             _add(tallies, row, hourly=True)
@@ -157,6 +159,9 @@ def _hour_tallies(store: AuditStore, task_id: str | None, task_hash: str | None,
     if limit is not None:
         stmt = stmt.limit(limit)
     with store.db() as s:
+        if store.engine.dialect.name == "postgresql":
+            # A day's window is ~50k task-hours at 10M records: hashed in memory, not sorted on disk.
+            s.execute(text(f"SET LOCAL work_mem = '{WORK_MEM}'"))
         return [(th, tid, ver, int(a), int(j), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv), int(fs),
                  "hours") for th, tid, ver, a, j, cs, tn, ts, g, zv, fs in s.execute(stmt)]
 

@@ -5,6 +5,9 @@
   aggregating the window's records. The insert trigger on records (Postgres: the statement
   trigger's function is replaced; SQLite: the row trigger) now keeps it too; the records
   already stored are added here, one day partition at a time on Postgres.
+- Indexes (verifier, duration_ms, seq) and (verifier, reward, seq) on records: the viewer's
+  latency and reward sorts within a verifier (latency and reward depend on the verifier, so a
+  walk down the sort's own index skipped millions of other verifiers' rows).
 
 Revision ID: 0013
 Revises: 0012
@@ -37,6 +40,9 @@ def upgrade() -> None:
         sa.Column("correct_sum", sa.Float, nullable=False),
         *(sa.Column(c, sa.BigInteger, nullable=False) for c in ("tokens_n", "tokens_sum", "groups", "zv_groups")),
     )
+    # The viewer's reward and latency sorts within a verifier (on Postgres built on every partition).
+    op.create_index("ix_records_verifier_duration_seq", "records", ["verifier", "duration_ms", "seq"])
+    op.create_index("ix_records_verifier_reward_seq", "records", ["verifier", "reward", "seq"])
     if dialect == "postgresql":
         schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
         for statement in audit_rollups.postgres_trigger_statements(schema):
