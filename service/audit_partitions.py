@@ -58,6 +58,16 @@ def is_partitioned(conn: sa.Connection) -> bool:
         "WHERE c.relname = 'records' AND c.relnamespace = current_schema()::regnamespace)")).scalar())
 
 
+def is_partitioned_store(store: Any) -> bool:
+    """`is_partitioned` of an AuditStore's database, asked once per store."""
+    known = getattr(store, "_records_partitioned", None)
+    if known is None:
+        with store.engine.connect() as conn:
+            known = is_partitioned(conn)
+        store._records_partitioned = known
+    return known
+
+
 def day_partitions(conn: sa.Connection) -> list[tuple[date, str]]:
     """The day partitions attached to records, oldest first."""
     names = conn.execute(sa.text(
@@ -129,7 +139,7 @@ def schema_differences(conn: sa.Connection, metadata: sa.MetaData) -> list[Any]:
     return [d for d in found if not tolerated(d)]
 
 
-DERIVED_TABLES = frozenset({"rollup_hours", "rollup_tasks", "record_keys"})
+DERIVED_TABLES = frozenset({"rollup_hours", "rollup_tasks", "rollup_task_hours", "record_keys"})
 
 
 def is_derived(table: str) -> bool:

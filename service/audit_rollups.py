@@ -14,6 +14,9 @@ Two tables, filled by database triggers on `records` (service/migrations/version
 - `rollup_tasks`: per task (content hash, registered id or ''), the curriculum tallies of
   service/task_stats.py: attempts, judged attempts, sum of raw correctness, tokens, the
   first record's seq and time, groups and zero-variance groups (raw correctness).
+- `rollup_task_hours` (revision 0013): the same tallies per UTC hour and task, which task
+  statistics over a time window add up (whole hours; the partial hours at the window's
+  edges from the records).
 
 A group counts in each hour it has records in (as the overview always counted it per bucket);
 per task, a group's zero variance is kept exact however its rows arrive: each write compares
@@ -115,7 +118,7 @@ _KINDS = ("SELECT 'verdict' AS kind UNION ALL SELECT 'latency' UNION ALL SELECT 
           "UNION ALL SELECT 'length' UNION ALL SELECT 'length_correct'")
 
 
-def _hours_statement(d: dict[str, str], n: str) -> str:
+def _hours_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
     new_groups = f"""
 SELECT g.* FROM (
   SELECT n.hour AS hour, n.verifier AS verifier, n.caller_key_id AS caller, n.group_id AS group_id,
@@ -125,6 +128,8 @@ SELECT g.* FROM (
 WHERE NOT EXISTS (SELECT 1 FROM {d['records_by_group']} WHERE e.group_id = g.group_id
   AND e.caller_key_id IS NOT DISTINCT FROM g.caller AND e.verifier = g.verifier
   AND e.group_zero_variance IS NOT NULL AND e.seq < g.first_seq AND {d['hour_e']} = g.hour {d['hour_range']})"""
+    if not prior:
+        new_groups = new_groups.split("WHERE NOT EXISTS")[0]
     return f"""
 INSERT INTO rollup_hours (hour, verifier, kind, key, n)
 SELECT hour, verifier, kind, key, count(*) FROM (
@@ -145,7 +150,7 @@ SELECT hour, verifier, kind, key, count(*) FROM (
 ON CONFLICT (hour, verifier, kind, key) DO UPDATE SET n = rollup_hours.n + excluded.n"""
 
 
-def _tasks_statement(d: dict[str, str], n: str) -> str:
+def _tasks_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
     # Groups per task, exact however a group's rows arrive: each write compares the group's
     # rows before it (count, raw correctness span) with the group after it, and adds the change
     # (a new group; a zero-variance group that stops being one, or becomes one).
@@ -176,6 +181,8 @@ LEFT JOIN (
   GROUP BY e.task_hash, coalesce(e.task_id, ''), e.caller_key_id, e.group_id) p
 ON p.task_hash = g.task_hash AND p.tid = g.tid AND p.caller IS NOT DISTINCT FROM g.caller AND p.group_id = g.group_id
 GROUP BY g.task_hash, g.tid"""
+    if not prior:
+        deltas = f"{deltas.split('LEFT JOIN (')[0]}LEFT JOIN {_NOTHING_BEFORE}\nGROUP BY g.task_hash, g.tid"
     return f"""
 INSERT INTO rollup_tasks (task_hash, task_id, verifier, first_seq, first_at, attempts, judged, correct_sum, tokens_n,
                           tokens_sum, groups, zv_groups)
@@ -192,15 +199,80 @@ WHERE true ORDER BY t.task_hash, t.tid
 {upsert}"""
 
 
-def rollup_statements(dialect: str, src: str) -> list[str]:
+# No earlier rows of the new rows' groups (`prior=False`).
+_NOTHING_BEFORE = "(SELECT 1 AS pr, 0 AS pn, 0.0 AS pmin, 0.0 AS pmax) p ON false"
+
+
+def _task_hours_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
+    """`rollup_task_hours`: the tallies of `rollup_tasks` per UTC hour (revision 0013), so that
+    task statistics over a time window add up whole hours. A group counts in each hour it has
+    records in; its zero variance is kept exact within the hour as in `rollup_tasks`."""
+    span, least, greatest = ZERO_VARIANCE_SPAN, d["least"], d["greatest"]
+    corr_e = d["corr"].replace("r.", "e.")
+    upsert = (f"ON CONFLICT (hour, task_hash, task_id) DO UPDATE SET "
+              f"first_seq = {least}(rollup_task_hours.first_seq, excluded.first_seq), "
+              + ", ".join(f"{c} = rollup_task_hours.{c} + excluded.{c}" for c in
+                          ("attempts", "judged", "correct_sum", "tokens_n", "tokens_sum", "groups", "zv_groups")))
+    deltas = f"""
+SELECT g.hour AS hour, g.task_hash AS task_hash, g.tid AS tid, sum(CASE WHEN p.pr IS NULL THEN 1 ELSE 0 END) AS groups,
+       sum((CASE WHEN coalesce(p.pn, 0) + g.bn < 2 THEN 1
+                 WHEN {greatest}(coalesce(p.pmax, g.bmax), coalesce(g.bmax, p.pmax))
+                      - {least}(coalesce(p.pmin, g.bmin), coalesce(g.bmin, p.pmin)) <= {span} THEN 1 ELSE 0 END)
+           - (CASE WHEN p.pr IS NULL THEN 0 WHEN p.pn < 2 OR p.pmax - p.pmin <= {span} THEN 1 ELSE 0 END)) AS zv
+FROM (
+  SELECT n.hour AS hour, n.task_hash AS task_hash, coalesce(n.task_id, '') AS tid, n.caller_key_id AS caller,
+         n.group_id AS group_id, count(n.c) AS bn, min(n.c) AS bmin, max(n.c) AS bmax
+  FROM {n} n WHERE n.group_id IS NOT NULL
+  GROUP BY n.hour, n.task_hash, coalesce(n.task_id, ''), n.caller_key_id, n.group_id) g
+LEFT JOIN (
+  SELECT e.hour AS hour, e.task_hash AS task_hash, coalesce(e.task_id, '') AS tid, e.caller_key_id AS caller,
+         e.group_id AS group_id, count(*) AS pr, count(e.c) AS pn, min(e.c) AS pmin, max(e.c) AS pmax
+  FROM (SELECT e.*, {corr_e} AS c, {d['hour_e']} AS hour FROM records e
+        WHERE e.group_id IN (SELECT n.group_id FROM {n} n WHERE n.group_id IS NOT NULL)
+          AND e.seq < (SELECT min(n.seq) FROM {n} n) {d['lookback']}) e
+  GROUP BY e.hour, e.task_hash, coalesce(e.task_id, ''), e.caller_key_id, e.group_id) p
+ON p.hour = g.hour AND p.task_hash = g.task_hash AND p.tid = g.tid AND p.caller IS NOT DISTINCT FROM g.caller
+   AND p.group_id = g.group_id
+GROUP BY g.hour, g.task_hash, g.tid"""
+    if not prior:  # every row of each (hour, group) is among the new rows: no earlier rows to look up
+        deltas = f"{deltas.split('LEFT JOIN (')[0]}LEFT JOIN {_NOTHING_BEFORE}\nGROUP BY g.hour, g.task_hash, g.tid"
+    return f"""
+INSERT INTO rollup_task_hours (hour, task_hash, task_id, verifier, first_seq, attempts, judged, correct_sum, tokens_n,
+                               tokens_sum, groups, zv_groups)
+SELECT t.hour, t.task_hash, t.tid, t.verifier, t.first_seq, t.attempts, t.judged, t.correct_sum, t.tokens_n,
+       t.tokens_sum, coalesce(gd.groups, 0), coalesce(gd.zv, 0)
+FROM (
+  SELECT n.hour AS hour, n.task_hash AS task_hash, coalesce(n.task_id, '') AS tid, min(n.verifier) AS verifier,
+         min(n.seq) AS first_seq, count(*) AS attempts, count(n.c) AS judged, coalesce(sum(n.c), 0.0) AS correct_sum,
+         count(n.tokens) AS tokens_n, coalesce(sum(n.tokens), 0) AS tokens_sum
+  FROM {n} n GROUP BY n.hour, n.task_hash, coalesce(n.task_id, '')) t
+LEFT JOIN ({deltas}) gd ON gd.hour = t.hour AND gd.task_hash = t.task_hash AND gd.tid = t.tid
+WHERE true ORDER BY t.hour, t.task_hash, t.tid
+{upsert}"""
+
+
+def task_hours_statement(dialect: str, src: str) -> str:
+    """The statement that adds the rows of relation `src` to `rollup_task_hours` alone (the
+    backfill of revision 0013): `src` must hold whole hours (e.g. a day's partition), so that no
+    earlier row of an hour's group is looked up."""
+    d = dialect_sql(dialect)
+    return _task_hours_statement(d, _narrow(d, src), prior=False)
+
+
+def rollup_statements(dialect: str, src: str, task_hours: bool = True, prior: bool = True) -> list[str]:
     """The statements that add the rows of relation `src` (records' columns) to the rollups:
-    on Postgres one statement (the new rows read once), on SQLite two."""
+    on Postgres one statement (the new rows read once), on SQLite one per table.
+    `task_hours=False`: without `rollup_task_hours` (the schema of revision 0012).
+    `prior=False`: `src` holds every row of each of its groups (e.g. a loader's batch of whole
+    requests), so no earlier row of a group is looked up in records."""
     d = dialect_sql(dialect)
     narrow = _narrow(d, src)
     if dialect == "postgresql":
-        return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n')} RETURNING 1)\n"
-                f"{_tasks_statement(d, 'n')}"]
-    return [_hours_statement(d, narrow), _tasks_statement(d, narrow)]
+        also = f",\ntask_hours AS ({_task_hours_statement(d, 'n', prior)} RETURNING 1)" if task_hours else ""
+        return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n', prior)} RETURNING 1){also}\n"
+                f"{_tasks_statement(d, 'n', prior)}"]
+    return [_hours_statement(d, narrow, prior), _tasks_statement(d, narrow, prior),
+            *([_task_hours_statement(d, narrow, prior)] if task_hours else [])]
 
 
 RECORD_KEYS = """
@@ -210,10 +282,10 @@ SELECT id, created_at, caller_key_id, request_id, submission_id, submission_inde
 FROM new_rows"""
 
 
-def postgres_trigger_statements(schema: str) -> list[str]:
+def postgres_trigger_statements(schema: str, task_hours: bool = True) -> list[str]:
     """The AFTER INSERT statement trigger on the partitioned `records`: unique keys, then rollups."""
     body = ";\n".join([f"PERFORM pg_advisory_xact_lock({ROLLUP_LOCK_KEY})", RECORD_KEYS,
-                       *rollup_statements("postgresql", "new_rows")])
+                       *rollup_statements("postgresql", "new_rows", task_hours)])
     return [
         f"""CREATE OR REPLACE FUNCTION assay_records_after_insert() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = "{schema}", pg_temp SET jit = off AS $fn$
@@ -228,21 +300,22 @@ END $fn$""",
     ]
 
 
-SQLITE_TRIGGERS = ("records_rollups", "records_rollups_tasks")
+SQLITE_TRIGGERS = ("records_rollups", "records_rollups_tasks", "records_rollups_task_hours")
 
 
-def sqlite_trigger_statements() -> list[str]:
+def sqlite_trigger_statements(task_hours: bool = True) -> list[str]:
     """Per-row AFTER INSERT triggers: the same statements over the one new row, one trigger
     each. (In one trigger together, SQLite ran them about three times slower per row, and
     slower as the table grew: 6-9 ms of CPU per 8 records against 2.3 ms as two triggers;
-    docs/benchmarks.md, "The write path".)"""
+    docs/benchmarks.md, "The write path".) Every name is dropped first, so that re-running
+    this (revision 0013 on a store of 0012's single trigger) leaves exactly one set."""
     src = "(SELECT " + ", ".join(f"NEW.{c} AS {c}" for c in RECORD_COLUMNS) + ")"
-    statements = rollup_statements("sqlite", src)
+    statements = rollup_statements("sqlite", src, task_hours)
     return ([f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS]
             + [f"CREATE TRIGGER {name} AFTER INSERT ON records BEGIN\n{statement};\nEND"
-               for name, statement in zip(SQLITE_TRIGGERS, statements, strict=True)])
+               for name, statement in zip(SQLITE_TRIGGERS, statements, strict=False)])
 
 
-def backfill_statements(dialect: str) -> list[str]:
+def backfill_statements(dialect: str, task_hours: bool = True) -> list[str]:
     """Rollups of the records already stored (the migration of an existing SQLite store)."""
-    return rollup_statements(dialect, "(SELECT * FROM records)")
+    return rollup_statements(dialect, "(SELECT * FROM records)", task_hours)

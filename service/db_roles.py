@@ -49,6 +49,7 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     # owner), so the service's role only reads them; archives are written by the owner.
     "rollup_hours": READ,
     "rollup_tasks": READ,
+    "rollup_task_hours": READ,
     "record_keys": READ,
     "audit_archives": READ,
     "alembic_version": READ,

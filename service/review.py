@@ -9,8 +9,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, select, union_all
+from sqlalchemy import DateTime, and_, bindparam, exists, func, select, true, union_all
+from sqlalchemy.dialects.postgresql import ARRAY
 
+from service import audit_partitions
 from service.auth import Caller
 from service.errors import LabelLimit, RecordNotFound
 from service.inspection_schemas import (
@@ -22,7 +24,7 @@ from service.inspection_schemas import (
     VerifierReview,
 )
 from service.store import AuditStore
-from service.tables import LabelRow, RecordRow, RollupHourRow
+from service.tables import LabelRow, RecordKeyRow, RecordRow, RollupHourRow
 
 WILSON_Z = 1.959964  # two-sided 95%
 STRATA: tuple[Stratum, ...] = ("flagged", "correct_unflagged", "incorrect")
@@ -131,8 +133,15 @@ def _stratum_hours(store: AuditStore, verifier: str | None, flag: str | None) ->
 
 def _labelled_strata(store: AuditStore, verifier: str | None, flag: str | None) -> dict[Stratum, int]:
     """How many labelled records each stratum holds (labels are few: read them)."""
-    stmt = select(RecordRow.verdict, RecordRow.flags).where(
-        RecordRow.id.in_(select(LabelRow.record_id).distinct()))
+    labelled = select(LabelRow.record_id).distinct().subquery()
+    if audit_partitions.is_partitioned_store(store):
+        # Each labelled record in its own day's partition: its time from record_keys.
+        stmt = (select(RecordRow.verdict, RecordRow.flags).select_from(labelled)
+                .join(RecordKeyRow, RecordKeyRow.record_id == labelled.c.record_id)
+                .join(RecordRow, and_(RecordRow.id == RecordKeyRow.record_id,
+                                      RecordRow.created_at == RecordKeyRow.created_at)))
+    else:
+        stmt = select(RecordRow.verdict, RecordRow.flags).where(RecordRow.id.in_(select(labelled.c.record_id)))
     if verifier is not None:
         stmt = stmt.where(RecordRow.verifier == verifier)
     counts: dict[Stratum, int] = dict.fromkeys(STRATA, 0)
@@ -179,26 +188,49 @@ def _probe_sample(store: AuditStore, condition: Any, per_hour: dict[int, int], k
     if not hours:
         return []
     weights = [per_hour[h] for h in hours]
-    picked: list[int] = []
+    picked: dict[int, datetime] = {}
     for _ in range(3):
-        probes = []
+        windows = []
         for _ in range((k - len(picked)) * PROBE_ATTEMPTS):
             hour = rng.choices(hours, weights)[0]
             start = datetime.fromtimestamp(hour * 3600, UTC)
-            moment = start + timedelta(seconds=rng.random() * 3600)
-            probes.append(select(RecordRow.seq.label("seq")).where(
-                condition, RecordRow.created_at >= moment, RecordRow.created_at < start + timedelta(hours=1))
-                .order_by(RecordRow.created_at, RecordRow.seq).limit(1).subquery().select())
-        with store.db() as s:
-            found = [row.seq for row in s.execute(union_all(*probes))] if probes else []
-        for seq in found:
+            windows.append((start + timedelta(seconds=rng.random() * 3600), start + timedelta(hours=1)))
+        for seq, moment in _probe(store, condition, windows):
             if seq not in picked and len(picked) < k:
-                picked.append(seq)
+                picked[seq] = moment
         if len(picked) == k:
             break
+    if not picked:
+        return []
+    stmt = select(RecordRow).where(RecordRow.seq.in_(list(picked)))
+    if store.engine.dialect.name == "postgresql":  # only the partitions of those days
+        stmt = stmt.where(RecordRow.created_at.in_(sorted(set(picked.values()))))
     with store.db() as s:
-        rows = {r.seq: r for r in s.scalars(select(RecordRow).where(RecordRow.seq.in_(picked)))} if picked else {}
+        rows = {r.seq: r for r in s.scalars(stmt)}
     return [rows[q] for q in picked if q in rows]
+
+
+def _probe(store: AuditStore, condition: Any, windows: list[tuple[datetime, datetime]]) -> list[tuple[int, datetime]]:
+    """(seq, created_at) of the first record meeting `condition` in each window [lo, hi), if any, in
+    window order: one statement of index lookups (Postgres: one lateral subquery over the windows,
+    each pruned to its day's partition when run; SQLite: a UNION ALL of the probes)."""
+    if not windows:
+        return []
+    if store.engine.dialect.name == "postgresql":
+        moment = DateTime(timezone=True)
+        w = func.unnest(bindparam("lo", [lo for lo, _ in windows], type_=ARRAY(moment)),
+                        bindparam("hi", [hi for _, hi in windows], type_=ARRAY(moment))
+                        ).table_valued("lo", "hi", with_ordinality="n").render_derived()
+        first = (select(RecordRow.seq, RecordRow.created_at)
+                 .where(condition, RecordRow.created_at >= w.c.lo, RecordRow.created_at < w.c.hi)
+                 .order_by(RecordRow.created_at).limit(1).lateral("first"))
+        stmt = select(first.c.seq, first.c.created_at).select_from(w).join(first, true()).order_by(w.c.n)
+    else:
+        stmt = union_all(*(select(RecordRow.seq.label("seq"), RecordRow.created_at.label("created_at"))
+                           .where(condition, RecordRow.created_at >= lo, RecordRow.created_at < hi)
+                           .order_by(RecordRow.created_at).limit(1).subquery().select() for lo, hi in windows))
+    with store.db() as s:
+        return [(row.seq, row.created_at) for row in s.execute(stmt)]
 
 
 def _quotas(n: int, available: dict[Stratum, int]) -> dict[Stratum, int]:

@@ -75,6 +75,10 @@ class RecordRow(Chained, Base):
         Index("ix_records_run_step", "run_id", "run_step", "seq"),
         # Records of a task by content hash (issue 27: /v1/records?task_hash= at scale).
         Index("ix_records_task_hash_seq", "task_hash", "seq"),
+        # The viewer's reward and latency sorts within a verifier (revision 0013): latency and
+        # reward depend on the verifier, so walking the sort's own index skips millions of rows.
+        Index("ix_records_verifier_duration_seq", "verifier", "duration_ms", "seq"),
+        Index("ix_records_verifier_reward_seq", "verifier", "reward", "seq"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -336,6 +340,25 @@ class RollupTaskRow(Base):
     verifier: Mapped[str] = mapped_column(String(64))
     first_seq: Mapped[int] = mapped_column(BigInteger)
     first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(BigInteger)
+    judged: Mapped[int] = mapped_column(BigInteger)
+    correct_sum: Mapped[float] = mapped_column(Float)
+    tokens_n: Mapped[int] = mapped_column(BigInteger)
+    tokens_sum: Mapped[int] = mapped_column(BigInteger)
+    groups: Mapped[int] = mapped_column(BigInteger)
+    zv_groups: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupTaskHourRow(Base):
+    """The tallies of RollupTaskRow per UTC hour (revision 0013): task statistics over a time
+    window add up whole hours; written by the trigger on records."""
+
+    __tablename__ = "rollup_task_hours"
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch hours (UTC)
+    task_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # '' for an inline task
+    verifier: Mapped[str] = mapped_column(String(64))
+    first_seq: Mapped[int] = mapped_column(BigInteger)
     attempts: Mapped[int] = mapped_column(BigInteger)
     judged: Mapped[int] = mapped_column(BigInteger)
     correct_sum: Mapped[float] = mapped_column(Float)

@@ -9,16 +9,17 @@ policies and shaping; errors (infrastructure) are left out. Bands by pass rate:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, bindparam, select, text
+from sqlalchemy import DateTime, bindparam, func, select, text, tuple_
 
 from assay_rules.variance import ZERO_VARIANCE_SPAN, is_zero_variance
 from service.audit_rollups import dialect_sql
 from service.inspection_schemas import Band, TaskStats
 from service.store import AuditStore
-from service.tables import RecordRow, RollupTaskRow
+from service.tables import RecordRow, RollupTaskHourRow, RollupTaskRow
 
 BANDS: tuple[tuple[float, Band], ...] = ((0.05, "too_hard"), (0.3, "hard"), (0.7, "medium"), (0.95, "easy"))
 
@@ -79,11 +80,90 @@ def task_stats(store: AuditStore, *, task_id: str | None = None, task_hash: str 
                verifier: str | None = None, since: datetime | None = None, until: datetime | None = None,
                limit: int = 1000) -> list[TaskStats]:
     """Per task (registered id, else content hash), in order of first attempt. By SQL: from the
-    per-task rollups (service/audit_rollups.py) without a time window, else aggregated by the
-    database over the window's records (two GROUP BYs: per group, then per task)."""
+    per-task rollups (service/audit_rollups.py) without a time window; with one, from the per-hour
+    task rollups for the whole hours inside it and the records of the partial hours at its edges
+    (aggregated by the database: per group, then per task)."""
     if since is None and until is None:
         return _from_rollups(store, task_id, task_hash, verifier, limit)
-    return _from_records(store, task_id, task_hash, verifier, since, until, limit)
+    return _in_window(store, task_id, task_hash, verifier, since, until, limit)
+
+
+HOUR = 3600
+WORK_MEM = "64MB"
+# Tallies in the order of `_stats`'s arguments after task_id, task_hash, verifier; then first_seq.
+_SUMS = ("attempts", "judged", "correct_sum", "tokens_n", "tokens_sum", "groups", "zv_groups")
+
+
+def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
+               since: datetime | None, until: datetime | None, limit: int) -> list[TaskStats]:
+    """The whole hours inside the window from `rollup_task_hours`, the partial hours at its edges
+    from the records (at most an hour's records each), added up per task. A group whose records
+    straddle an hour boundary counts in each hour it has records in."""
+    first = math.ceil(since.timestamp() / HOUR) if since is not None else None
+    end = math.floor(until.timestamp() / HOUR) if until is not None else None
+    if first is not None and end is not None and first >= end:  # no whole hour inside: the records
+        return _from_records(store, task_id, task_hash, verifier, since, until, limit)
+    edges = []
+    if since is not None and first is not None and first * HOUR > since.timestamp():
+        edges.append((since, datetime.fromtimestamp(first * HOUR, UTC)))
+    if until is not None and end is not None and end * HOUR < until.timestamp():
+        edges.append((datetime.fromtimestamp(end * HOUR, UTC), until))
+    tallies: dict[tuple[str, str], list] = {}
+    for lo, hi in edges:
+        for row in _tallies_from_records(store, task_id, task_hash, verifier, lo, hi, None):
+            _add(tallies, row)
+    for row in _hour_tallies(store, task_id, task_hash, verifier, first, end, limit, None):
+        _add(tallies, row)
+    # A task the edges found but the first `limit` tasks of the whole hours did not: its hours too.
+    first_n = sorted(tallies.values(), key=lambda t: t[3 + len(_SUMS)])[:limit]
+    hourly_missing = [(t[0], t[1]) for t in first_n if t[-1] == "edge"]
+    if hourly_missing:
+        for row in _hour_tallies(store, task_id, task_hash, verifier, first, end, None, hourly_missing):
+            _add(tallies, row, hourly=True)
+    rows = sorted(tallies.values(), key=lambda t: t[3 + len(_SUMS)])[:limit]
+    return [_stats(t[1], t[0], t[2], *t[3:3 + len(_SUMS)]) for t in rows]
+
+
+def _add(tallies: dict[tuple[str, str], list], row: tuple, hourly: bool = False) -> None:
+    """row: (task_hash, tid, verifier, *sums, first_seq, source); sums add up, first_seq is the least."""
+    key = (row[0], row[1])
+    found = tallies.get(key)
+    if found is None:
+        tallies[key] = list(row)
+        return
+    n = len(_SUMS)
+    for i in range(3, 3 + n):
+        found[i] += row[i]
+    found[3 + n] = min(found[3 + n], row[3 + n])
+    found[2] = min(found[2], row[2])
+    if row[-1] == "hours" or hourly:
+        found[-1] = "hours"
+
+
+def _hour_tallies(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
+                  first: int | None, end: int | None, limit: int | None,
+                  tasks: list[tuple[str, str]] | None) -> list[tuple]:
+    t = RollupTaskHourRow
+    stmt = select(t.task_hash, t.task_id, func.min(t.verifier), *(func.sum(getattr(t, c)) for c in _SUMS),
+                  func.min(t.first_seq).label("first_seq"))
+    for column, value in ((t.task_id, task_id), (t.task_hash, task_hash), (t.verifier, verifier)):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    if first is not None:
+        stmt = stmt.where(t.hour >= first)
+    if end is not None:
+        stmt = stmt.where(t.hour < end)
+    if tasks is not None:
+        stmt = stmt.where(tuple_(t.task_hash, t.task_id).in_(tasks))
+    stmt = stmt.group_by(t.task_hash, t.task_id).order_by("first_seq")
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    with store.db() as s:
+        if store.engine.dialect.name == "postgresql":
+            # A day's window is ~50k task-hours at 10M records: hashed in memory, not sorted on disk.
+            s.execute(text(f"SET LOCAL work_mem = '{WORK_MEM}'"))
+        return [(th, tid, ver, int(a), int(j), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv), int(fs),
+                 "hours") for th, tid, ver, a, j, cs, tn, ts, g, zv, fs in s.execute(stmt)]
 
 
 def _stats(task_id: str | None, task_hash: str, verifier: str, attempts: int, judged: int, correct_sum: float,
@@ -109,8 +189,15 @@ def _from_rollups(store: AuditStore, task_id: str | None, task_hash: str | None,
 
 def _from_records(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
                   since: datetime | None, until: datetime | None, limit: int) -> list[TaskStats]:
+    return [_stats(tid, th, ver, *sums) for th, tid, ver, *sums, _, _ in
+            _tallies_from_records(store, task_id, task_hash, verifier, since, until, limit)]
+
+
+def _tallies_from_records(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
+                          since: datetime | None, until: datetime | None, limit: int | None) -> list[tuple]:
+    """(task_hash, tid, verifier, *sums, first_seq, "edge") per task of the window's records."""
     d = dialect_sql(store.engine.dialect.name)
-    where, params = ["true"], {"limit": limit}
+    where, params = ["true"], {"limit": limit if limit is not None else 2**62}
     for column, value in (("task_id", task_id), ("task_hash", task_hash), ("verifier", verifier),
                           ("since", since), ("until", until)):
         if value is None:
@@ -136,5 +223,5 @@ FROM (
                                       for name in ("since", "until") if name in params))
         rows = s.execute(stmt, params).all()
     # A task's records without a group form one row of the inner query (group_id NULL), not a group.
-    return [_stats(tid, th, ver, int(att), int(jud), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv))
-            for th, tid, ver, att, jud, cs, tn, ts, g, zv, _ in rows]
+    return [(th, tid, ver, int(att), int(jud), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv), int(fs),
+             "edge") for th, tid, ver, att, jud, cs, tn, ts, g, zv, fs in rows]

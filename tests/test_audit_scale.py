@@ -135,6 +135,23 @@ def assert_same_overview(exact: dict, rolled: dict) -> None:
             assert p_binned == pytest.approx(p_exact, rel=0.052)
 
 
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def assert_task_stats(found: list, expected: dict[tuple, dict]) -> None:
+    """Task statistics as the old tally over the same records computed them."""
+    assert len(found) == len(expected)
+    for stat in found:
+        t = expected[(stat.task_id, stat.task_hash)]
+        zero = [is_zero_variance(v) for v in t["groups"].values()]
+        assert stat.attempts == t["attempts"]
+        assert stat.pass_rate == pytest.approx(sum(t["c"]) / len(t["c"]) if t["c"] else None)
+        assert stat.groups == len(zero), stat
+        assert stat.zero_variance_share == pytest.approx(sum(zero) / len(zero) if zero else None)
+        assert stat.mean_tokens == pytest.approx(sum(t["tokens"]) / len(t["tokens"]) if t["tokens"] else None)
+
+
 def test_rollups_answer_as_the_records_do(url: str):
     store = AuditStore(url)
     rows = fill(store)
@@ -144,7 +161,10 @@ def test_rollups_answer_as_the_records_do(url: str):
     windows = [OverviewFilter(), OverviewFilter(since="2000-01-01"),
                OverviewFilter(since=(NOW - timedelta(hours=20, minutes=17)).isoformat(),
                               until=(NOW - timedelta(hours=2, minutes=41)).isoformat()),
-               OverviewFilter(verifier="code", since=(NOW - timedelta(hours=29)).isoformat())]
+               OverviewFilter(verifier="code", since=(NOW - timedelta(hours=29)).isoformat()),
+               # 15-minute buckets: the window's records in one statement, counted as the rollups count.
+               OverviewFilter(since=(NOW - timedelta(hours=5, minutes=13)).isoformat(),
+                              until=(NOW - timedelta(minutes=13)).isoformat())]
     for f in windows:
         exact = overview(store, f, exact_limit=10**9)
         assert sum(v["n"] for v in exact["verifiers"]) > 0
@@ -152,15 +172,20 @@ def test_rollups_answer_as_the_records_do(url: str):
     # Task statistics: rollups (no window) and SQL over the records (a window) against the old tally.
     expected = reference_task_stats(written)
     for found in (task_stats(store), task_stats(store, since=datetime(2000, 1, 1, tzinfo=UTC))):
-        assert len(found) == len(expected)
-        for stat in found:
-            t = expected[(stat.task_id, stat.task_hash)]
-            zero = [is_zero_variance(v) for v in t["groups"].values()]
-            assert stat.attempts == t["attempts"]
-            assert stat.pass_rate == pytest.approx(sum(t["c"]) / len(t["c"]) if t["c"] else None)
-            assert stat.groups == len(zero), stat
-            assert stat.zero_variance_share == pytest.approx(sum(zero) / len(zero) if zero else None)
-            assert stat.mean_tokens == pytest.approx(sum(t["tokens"]) / len(t["tokens"]) if t["tokens"] else None)
+        assert_task_stats(found, expected)
+    # Time windows (revision 0013): whole hours from the per-hour task rollups, the partial hours
+    # at the edges from the records; in order of the first attempt inside the window.
+    for since, until in ((NOW - timedelta(hours=20, minutes=17), NOW - timedelta(hours=2, minutes=41)),
+                         (NOW - timedelta(hours=7), None), (None, NOW - timedelta(hours=12, minutes=5)),
+                         (NOW - timedelta(hours=5, minutes=50), NOW - timedelta(hours=5, minutes=10)),
+                         (NOW - timedelta(hours=9), NOW - timedelta(hours=3))):
+        inside = [r for r in written if (since is None or _aware(r.created_at) >= since)
+                  and (until is None or _aware(r.created_at) < until)]
+        found = task_stats(store, since=since, until=until)
+        assert_task_stats(found, reference_task_stats(inside))
+        firsts = dict.fromkeys((r.task_id, r.task_hash) for r in inside)
+        assert [(s.task_id, s.task_hash) for s in found] == list(firsts)
+        assert found[:2] == task_stats(store, since=since, until=until, limit=2)
     firsts = [s.task_hash for s in task_stats(store, limit=3)]
     assert firsts == [s.task_hash for s in task_stats(store, since=datetime(2000, 1, 1, tzinfo=UTC), limit=3)]
     # Review queue: strata sizes as the record scan counted them; picks unlabelled, in their stratum.

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from sqlalchemy import Select, and_, case, cast, distinct, exists, func, select, true, tuple_
+from sqlalchemy import Select, and_, case, cast, distinct, exists, func, literal, select, true, tuple_, union_all
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import aliased
 
@@ -282,8 +282,9 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 # Windows with at most this many records are computed exactly from the records; larger ones
 # from the hourly rollups (service/audit_rollups.py), with the partial hours at the edges of
-# the window from the records. Latency percentiles from rollups are read off log-spaced
-# bins (within 5.1%); every count is exact.
+# the window from the records (one statement each); a larger window with sub-hour buckets from
+# its records in one statement, counted as the rollups count them. Latency percentiles from
+# rollups are read off log-spaced bins (within 5.1%); every count is exact.
 OVERVIEW_EXACT_LIMIT = 2_000
 HOUR = 3600
 
@@ -294,8 +295,14 @@ def overview(store: AuditStore, f: OverviewFilter, exact_limit: int = OVERVIEW_E
     with store.db() as s:
         lo, hi = _first_and_last(s, f, cond)
         width = _bucket_width(lo, hi)
-        if width >= HOUR and lo is not None and _rollup_count(s, f) > exact_limit:
-            return _overview_from_rollups(store, s, f, width)
+        if lo is not None and _more_than(s, cond, exact_limit):
+            if width >= HOUR:
+                return _overview_from_rollups(store, s, f, width)
+            # Sub-hour buckets (a window of up to 12 hours): the window's records read once,
+            # counted as the rollups count them (latency percentiles from the same bins).
+            counts: dict[tuple, int] = {}
+            _add_counts(counts, s.execute(_edge_counts(store, cond, width)))
+            return _shape(width, *_rollup_rows(counts))
         bucket = func.floor(_epoch(store) / width).label("bucket")
         verdicts, flags, groups, lengths = _raw_counts(store, s, cond, bucket)
         latency = _latency(store, s, cond, bucket)
@@ -372,11 +379,10 @@ def _hour_range(f: OverviewFilter) -> tuple[int | None, int | None]:
     return first, end
 
 
-def _rollup_count(s: Any, f: OverviewFilter) -> int:
-    """Records in the hours the window touches (an upper bound of the window's count)."""
-    stmt = select(func.coalesce(func.sum(RollupHourRow.n), 0)).where(RollupHourRow.kind == "verdict")
-    stmt = _in_window(stmt, f)
-    return int(s.execute(stmt).scalar_one())
+def _more_than(s: Any, cond: Any, limit: int) -> bool:
+    """Whether the window holds more than `limit` records (reads at most limit + 1 index entries)."""
+    capped = select(RecordRow.seq).where(cond).limit(limit + 1).subquery()
+    return int(s.execute(select(func.count()).select_from(capped)).scalar_one()) > limit
 
 
 def _overview_from_rollups(store: AuditStore, s: Any, f: OverviewFilter, width: int) -> dict[str, Any]:
@@ -405,27 +411,55 @@ def _overview_from_rollups(store: AuditStore, s: Any, f: OverviewFilter, width: 
     for edge_lo, edge_hi in edges:
         cond = and_(true(), RecordRow.created_at >= edge_lo, RecordRow.created_at < edge_hi,
                     *([RecordRow.verifier == f.verifier] if f.verifier else []))
-        b = func.floor(_epoch(store) / width).label("bucket")
-        verdicts, flags, groups, lengths = _raw_counts(store, s, cond, b)
-        for kind, found in (("verdict", verdicts), ("flag", flags)):
-            for verifier, bb, key, n in found:
-                k = (kind, verifier, int(bb), key)
-                counts[k] = counts.get(k, 0) + int(n)
-        for verifier, bb, n_groups, n_zero in groups:
-            for kind, n in (("groups", n_groups), ("zv_groups", n_zero)):
-                k = (kind, verifier, int(bb), "")
-                counts[k] = counts.get(k, 0) + int(n)
-        for verifier, lo_edge, n, correct in lengths:
-            for kind, value in (("length", n), ("length_correct", correct or 0)):
-                k = (kind, verifier, 0, str(int(lo_edge)))
-                counts[k] = counts.get(k, 0) + int(value)
-        bin_ = func.floor(func.ln(_greatest(store, RecordRow.duration_ms, LATENCY_FLOOR_MS))
-                          * LATENCY_BINS_PER_E).label("bin")
-        for verifier, bb, key, n in s.execute(select(RecordRow.verifier, b, bin_, func.count()).where(cond)
-                                              .group_by(RecordRow.verifier, b, bin_)):
-            k = ("latency", verifier, int(bb), str(int(key)))
-            counts[k] = counts.get(k, 0) + int(n)
+        _add_counts(counts, s.execute(_edge_counts(store, cond, width)))
     return _shape(width, *_rollup_rows(counts))
+
+
+def _add_counts(counts: dict[tuple, int], rows: Any) -> None:
+    for kind, verifier, bb, key, n in rows:
+        k = (kind, verifier, int(bb), str(key) if kind != "latency" else str(int(float(key))))
+        counts[k] = counts.get(k, 0) + int(n)
+
+
+def _edge_counts(store: AuditStore, cond: Any, width: int) -> Any:
+    """The rollups' counts of the records of a partial hour at the window's edge, in one statement
+    that reads those records once: (kind, verifier, bucket, key, n) rows; lengths in bucket 0."""
+    bucket = func.floor(_epoch(store) / width)
+    group = func.coalesce(RecordRow.caller_key_id, "") + ":" + RecordRow.group_id
+    bin_ = func.floor(func.ln(_greatest(store, RecordRow.duration_ms, LATENCY_FLOOR_MS)) * LATENCY_BINS_PER_E)
+    judged = and_(RecordRow.response.is_not(None), RecordRow.verdict != "error")
+    edge = select(RecordRow.verifier.label("verifier"), bucket.label("bucket"), RecordRow.verdict.label("verdict"),
+                  RecordRow.flags.label("flags"), group.label("grp"),
+                  RecordRow.group_zero_variance.label("zv"), bin_.label("bin"),
+                  case((judged, _length_bucket())).label("band")).where(cond).cte("edge")
+    if store.engine.dialect.name == "postgresql":
+        edge = edge.prefix_with("MATERIALIZED")
+        flag = func.jsonb_array_elements_text(cast(edge.c.flags, JSONB)).table_valued("value").lateral()
+    else:
+        flag = func.json_each(edge.c.flags).table_valued("value")
+    c, text_ = edge.c, RecordRow.verdict.type
+
+    def kind(name: str) -> Any:
+        return literal(name, text_).label("kind")
+    with_groups = c.zv.is_not(None)
+    zero_group = case((and_(with_groups, c.zv.is_(True)), c.grp))
+    parts = [
+        select(kind("verdict"), c.verifier, c.bucket, cast(c.verdict, text_).label("key"), func.count())
+        .group_by(c.verifier, c.bucket, c.verdict),
+        select(kind("flag"), c.verifier, c.bucket, cast(flag.c.value, text_), func.count())
+        .select_from(edge).join(flag, true()).group_by(c.verifier, c.bucket, flag.c.value),
+        select(kind("groups"), c.verifier, c.bucket, literal("", text_), func.count(distinct(c.grp)))
+        .where(with_groups).group_by(c.verifier, c.bucket),
+        select(kind("zv_groups"), c.verifier, c.bucket, literal("", text_), func.count(distinct(zero_group)))
+        .where(with_groups).group_by(c.verifier, c.bucket),
+        select(kind("length"), c.verifier, literal(0), cast(c.band, text_), func.count())
+        .where(c.band.is_not(None)).group_by(c.verifier, c.band),
+        select(kind("length_correct"), c.verifier, literal(0), cast(c.band, text_), func.count())
+        .where(c.band.is_not(None), c.verdict == "correct").group_by(c.verifier, c.band),
+        select(kind("latency"), c.verifier, c.bucket, cast(c.bin, text_), func.count())
+        .group_by(c.verifier, c.bucket, c.bin),
+    ]
+    return union_all(*parts)
 
 
 def _greatest(store: AuditStore, column: Any, floor: float) -> Any:
