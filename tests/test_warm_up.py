@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from service.app import create_app
 from service.config import Settings
 from service.testing.app import AppServer, app_settings
 from verifiers.math import verifier as math_module
@@ -50,7 +51,6 @@ def test_an_unwarmed_family_starts_its_pools_in_its_first_request(tmp_path: Path
 
 @pytest.mark.parametrize("spec", ["math,prooof", "everything", "math;proof"])
 def test_a_family_that_does_not_exist_stops_the_start_naming_the_setting(tmp_path: Path, spec: str):
-    server = AppServer(app_settings(tmp_path, warm_up=spec))
     with pytest.raises(ValueError, match="ASSAY_WARM_UP") as raised:
-        server.start()
+        create_app(app_settings(tmp_path, warm_up=spec))
     assert all(name in str(raised.value) for name in names())  # it lists what exists
