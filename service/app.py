@@ -32,6 +32,7 @@ from service.signing import Signer, key_path
 from service.store import AuditStore
 from service.ui import install as install_viewer
 from service.validation import RequestLimits, printable
+from service.warm_up import families, warm_verifiers
 from verifiers import registry
 from verifiers.base import VerifyContext
 
@@ -66,6 +67,7 @@ def _count_request(scope: Scope, route: str, status: int) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    families(settings.warm_up)  # a family that does not exist stops the start, naming ASSAY_WARM_UP
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -91,8 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.task_pack is not None:
             log.info("loaded %d tasks from %s", load_task_pack(pipeline, settings.task_pack), settings.task_pack)
         if sandbox is not None:
-            for name in registry.names():
-                registry.get(name).warm(VerifyContext(sandbox, services=settings.verifier_services))
+            warm_verifiers(sandbox, settings.warm_up, settings.verifier_services)
         try:
             yield
         finally:

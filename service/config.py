@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     max_labels_per_record: int = Field(100, ge=1)
     retry_after_s: int = 2
     verify_threads: int = 16
+    # Verifier families warmed before the service says ready (service/warm_up.py): `all`,
+    # `none`, or a comma list. Unwarmed families pay their pools' start in their first request.
+    warm_up: str = "all"
     # Admin URL of a Postgres server kept for Postgres-dialect SQL tasks (throwaway schemas
     # and read-only roles are made there). Never the audit database's cluster in production.
     sql_postgres_url: str | None = None

@@ -21,8 +21,17 @@ from service.config import Settings
 from service.store import AuditStore
 from service.testing.app import AppServer, app_settings
 from service.testing.live import REPO, LiveServer, free_port
+from verifiers import registry
+from verifiers.base import Verifier, VerifyContext
 
 BACKENDS = [b.strip() for b in os.environ.get("ASSAY_TEST_BACKENDS", "process").split(",") if b.strip()]
+
+# Every service the suite starts (in-process apps, `assay serve` subprocesses) warms every
+# verifier but proof: its four set.mm reads were about ten of a start's eleven seconds, and
+# few of these services judge a proof (the first proof request of one starts the proof
+# pools itself). tests/test_proof_steady.py starts its service with ASSAY_WARM_UP=all, as
+# deployed, and proves that then no request reads set.mm. Export ASSAY_WARM_UP to override.
+os.environ.setdefault("ASSAY_WARM_UP", ",".join(name for name in registry.names() if name != "proof"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -56,6 +65,21 @@ def sandbox(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
                          runtime=os.environ.get("ASSAY_TEST_DOCKER_RUNTIME") or None)
     yield box
     box.close()
+
+
+@pytest.fixture(scope="module")
+def ctx(request: pytest.FixtureRequest, sandbox) -> VerifyContext:
+    """A verifier's context on `sandbox`. A module whose jobs the remote backend does not run
+    says why with `pytest.mark.no_remote(reason)`; its tests on that backend are skipped."""
+    no_remote = request.node.get_closest_marker("no_remote")
+    if no_remote is not None and sandbox.name == "remote":
+        pytest.skip(no_remote.args[0])
+    return VerifyContext(sandbox)
+
+
+@pytest.fixture(scope="module")
+def code_verifier() -> Verifier:
+    return registry.get("code")
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,8 @@ import pytest
 from sandboxes.base import Job, Limits
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
 from verifiers.code.interactive import InteractorFailed
-from verifiers.registry import get
+
+pytestmark = pytest.mark.no_remote("the remote backend does not run interactive jobs")
 
 # The secret the candidate must find by asking; it lives only in the interactor's input
 # file, and the answer file carries a marker no candidate may ever see.
@@ -109,18 +110,6 @@ for pid in [-1, *range(1, 4096)]:
 print("! 1", flush=True)
 ''', {Verdict.incorrect}),
 }
-
-
-@pytest.fixture(scope="module")
-def code_verifier():
-    return get("code")
-
-
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    if sandbox.name == "remote":
-        pytest.skip("the remote backend does not run interactive jobs")
-    return VerifyContext(sandbox=sandbox)
 
 
 def _verify(verifier, ctx: VerifyContext, task: dict, code: str):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.base import Verdict, VerifyContext
+from verifiers.base import Verdict
 from verifiers.code.detectors import examples_of
 from verifiers.registry import get
 
@@ -24,11 +24,6 @@ IO_TASK = {"prompt": IO_PROMPT, "io_cases": [{"stdin": "3 8 1\n", "stdout": "8\n
 
 def code(src: str) -> str:
     return f"```python\n{src}\n```"
-
-
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    return VerifyContext(sandbox)
 
 
 def test_the_prompt_examples_are_read():

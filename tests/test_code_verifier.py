@@ -8,27 +8,16 @@ import math
 
 import pytest
 
-from verifiers.base import TaskInvalid, Verdict, VerifyContext
+from verifiers.base import TaskInvalid, Verdict
 from verifiers.code.compare import outputs_match
 from verifiers.code.extract import extract_code
 from verifiers.code.inside import values
-from verifiers.registry import get
 
 ADD_TESTS = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
 
 
 def fenced(code: str) -> str:
     return f"Here is my solution.\n```python\n{code}\n```\n"
-
-
-@pytest.fixture(scope="module")
-def code_verifier():
-    return get("code")
-
-
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    return VerifyContext(sandbox=sandbox)
 
 
 def verify(verifier, ctx, task: dict, response: str):

@@ -14,11 +14,6 @@ from verifiers.inspection import Generation, apply_policies
 from verifiers.registry import get
 
 
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    return VerifyContext(sandbox)
-
-
 def judge(ctx: VerifyContext, verifier: str, task: dict[str, Any], responses: list[str]) -> list[Outcome]:
     v = get(verifier)
     return v.verify_many(v.parse_task(task), responses, ctx)

@@ -19,6 +19,7 @@ import pytest
 from conftest import BACKENDS
 
 from sandboxes.factory import create_sandbox
+from service.testing.live import LiveServer
 from service.testing.metamath import SET_MM
 from verifiers.base import TaskInvalid, Verdict, VerifyContext
 from verifiers.proof import verifier as proof_module
@@ -56,6 +57,14 @@ def warmed(request, monkeypatch, max_age_s):
     yield verifier, ctx
     verifier.close(ctx)
     box.close()
+
+
+@pytest.fixture
+def fresh_server(tmp_path):
+    """`assay serve` warmed as deployed (ASSAY_WARM_UP=all; the suite's other services skip proof)."""
+    server = LiveServer(tmp_path, env={"ASSAY_WARM_UP": "all"})
+    yield server
+    server.stop()
 
 
 def started(ctx: VerifyContext) -> dict[str, int]:

@@ -25,9 +25,8 @@ from pathlib import Path
 import pytest
 
 from verifiers.base import Verdict, VerifyContext
-from verifiers.registry import get
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.no_remote("the languages' battery runs on the process and docker backends")]
 
 SAMPLES = Path(__file__).resolve().parent / "redteam_languages"
 EXTENSIONS = {"c": "c", "cpp": "cpp", "java": "java", "javascript": "js", "go": "go", "rust": "rs"}
@@ -92,18 +91,6 @@ def _samples() -> list[tuple[str, str]]:
 
 def _source(language: str, name: str) -> str:
     return (SAMPLES / language / f"{name}.{EXTENSIONS[language]}").read_text()
-
-
-@pytest.fixture(scope="module")
-def code_verifier():
-    return get("code")
-
-
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    if sandbox.name == "remote":
-        pytest.skip("the languages' battery runs on the process and docker backends")
-    return VerifyContext(sandbox=sandbox)
 
 
 def _verify(verifier, ctx: VerifyContext, language: str, code: str):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.base import Verdict, VerifyContext
+from verifiers.base import Verdict
 from verifiers.registry import get
 from verifiers.sql.task import SqlTask
 
@@ -43,11 +43,6 @@ ATTACKS = {
     "empty_statement": ";;;",
     "many_statements": "SELECT 1;" * 5000,
 }
-
-
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    return VerifyContext(sandbox)
 
 
 def _task() -> SqlTask:

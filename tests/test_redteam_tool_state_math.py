@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from verifiers.base import Verdict, VerifyContext
+from verifiers.base import Verdict
 from verifiers.registry import get
 from verifiers.tool_state.examples import GOLD_TRANSFER, honest_response, transfer_task
 
@@ -50,11 +50,6 @@ MATH_ATTACKS = {
     "huge_number_literal": r"\boxed{" + "9" * 200_000 + "}",
     "unclosed_box": r"\boxed{" * 2_000,
 }
-
-
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    return VerifyContext(sandbox)
 
 
 @pytest.mark.parametrize("name", sorted(TRACE_ATTACKS))

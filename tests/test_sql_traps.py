@@ -31,11 +31,6 @@ def task(**fields: object) -> SqlTask:
     return parsed
 
 
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    return VerifyContext(sandbox)
-
-
 def judge(ctx: VerifyContext, t: SqlTask, *responses: str):
     return get("sql").verify_many(t, list(responses), ctx)
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from verifiers.base import TaskInvalid, Verdict, VerifyContext
+from verifiers.base import TaskInvalid, Verdict
 from verifiers.registry import get
 from verifiers.sql.compare import Tagged, Tolerance, compare_results, values_equal
 from verifiers.sql.parse import classify, extract_sql, order_key_columns, outermost_order_by
@@ -28,11 +28,6 @@ def parse(**fields: object) -> SqlTask:
     task = get("sql").parse_task({**ISSUE_TASK, **fields})
     assert isinstance(task, SqlTask)
     return task
-
-
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    return VerifyContext(sandbox)
 
 
 def test_issue_request_shape_is_rewarded(ctx):

@@ -37,11 +37,6 @@ ISSUE_REQUEST: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def ctx(sandbox: Sandbox) -> VerifyContext:
-    return VerifyContext(sandbox)
-
-
 def parse(**changes: Any) -> ToolStateTask:
     task = registry.get("tool_state").parse_task(transfer_task(**changes))
     assert isinstance(task, ToolStateTask)

@@ -115,7 +115,11 @@ class AppServer:
     def start(self) -> AppServer:
         self._log_handler = _file_handler(self.log_path)
         logging.getLogger().addHandler(self._log_handler)
-        self.test_client.__enter__()
+        try:
+            self.test_client.__enter__()
+        except BaseException:  # the lifespan failed: nothing to stop but the log handler
+            self._remove_log_handler()
+            raise
         self.admin_key = self.create_key("reward,audit,admin")
         self.test_client.headers["Authorization"] = f"Bearer {self.admin_key}"
         return self
@@ -124,9 +128,13 @@ class AppServer:
         try:
             self.test_client.__exit__(None, None, None)
         finally:
-            if self._log_handler is not None:
-                logging.getLogger().removeHandler(self._log_handler)
-                self._log_handler.close()
+            self._remove_log_handler()
+
+    def _remove_log_handler(self) -> None:
+        if self._log_handler is not None:
+            logging.getLogger().removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
 
     def __enter__(self) -> AppServer:
         return self.start()
