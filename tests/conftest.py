@@ -16,6 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from sandboxes.factory import create_sandbox
+from sandboxes.remote import RemoteSandbox
 from service.auth import create_key
 from service.config import Settings
 from service.store import AuditStore
@@ -72,7 +73,8 @@ def ctx(request: pytest.FixtureRequest, sandbox) -> VerifyContext:
     """A verifier's context on `sandbox`. A module whose jobs the remote backend does not run
     says why with `pytest.mark.no_remote(reason)`; its tests on that backend are skipped."""
     no_remote = request.node.get_closest_marker("no_remote")
-    if no_remote is not None and sandbox.name == "remote":
+    # A remote sandbox names the backend its runner uses (`process`), not `remote`.
+    if no_remote is not None and isinstance(sandbox, RemoteSandbox):
         pytest.skip(no_remote.args[0])
     return VerifyContext(sandbox)
 

@@ -18,7 +18,8 @@ import pytest
 from verifiers.base import Verdict, VerifyContext
 from verifiers.registry import get
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,
+              pytest.mark.no_remote("compiled languages are tested on the process and docker backends")]
 
 PROBE = r'''
 #include <fcntl.h>
@@ -95,13 +96,6 @@ int main(void) {
 }
 '''
 CASES = [{"stdin": f"{n}\n", "stdout": f"fresh {2 * n}\n"} for n in (1, 2, 3, 4)]
-
-
-@pytest.fixture(scope="module")
-def ctx(sandbox) -> VerifyContext:
-    if sandbox.name == "remote":
-        pytest.skip("compiled languages are tested on the process and docker backends")
-    return VerifyContext(sandbox=sandbox)
 
 
 def _verify(ctx: VerifyContext, task: dict, language: str, code: str):
