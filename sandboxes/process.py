@@ -40,8 +40,7 @@ WORKER_PATH = "/usr/local/bin:/usr/bin:/bin"
 WORKER_KILL_WAIT_S = 10
 # Kernel buffer of the pipes to and from a worker: a job or a result of a few MB (a
 # compiled program) crosses in a few writes instead of one per 64 KiB, each waiting for
-# the other side to be scheduled. Only when the service runs as root: an unprivileged
-# user's pipes share fs.pipe-user-pages-soft (64 MiB), past which new pipes shrink.
+# the other side to be scheduled. Best effort.
 WORKER_PIPE_BUFFER = 1 << 20
 
 
@@ -118,10 +117,9 @@ class BubblewrapWorker(WarmWorker):
         except OSError as exc:
             raise SandboxError("could not start a sandbox worker", cause="worker_start_failed") from exc
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        if os.geteuid() == 0:  # root's pipes are outside fs.pipe-user-pages-soft
-            for stream in (self.proc.stdin, self.proc.stdout):
-                with contextlib.suppress(OSError):
-                    fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, WORKER_PIPE_BUFFER)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, WORKER_PIPE_BUFFER)
         self._in = self.proc.stdin.fileno()
         os.set_blocking(self._in, False)
         self.out_fd = self.proc.stdout.fileno()
