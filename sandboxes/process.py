@@ -9,8 +9,6 @@ nested namespace (see worker.py), so a job pays a fork, not an interpreter start
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import itertools
 import logging
 import os
@@ -38,10 +36,6 @@ FIRST_SANDBOX_UID = 61000
 BWRAP_PROBE_TIMEOUT_S = 30
 WORKER_PATH = "/usr/local/bin:/usr/bin:/bin"
 WORKER_KILL_WAIT_S = 10
-# Kernel buffer of the pipes to and from a worker: a job or a result of a few MB (a
-# compiled program) crosses in a few writes instead of one per 64 KiB, each waiting for
-# the other side to be scheduled. Best effort.
-WORKER_PIPE_BUFFER = 1 << 20
 
 
 def _ro_bind(source: str, dest: str, made: set[str]) -> list[str]:
@@ -117,9 +111,6 @@ class BubblewrapWorker(WarmWorker):
         except OSError as exc:
             raise SandboxError("could not start a sandbox worker", cause="worker_start_failed") from exc
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, WORKER_PIPE_BUFFER)
         self._in = self.proc.stdin.fileno()
         os.set_blocking(self._in, False)
         self.out_fd = self.proc.stdout.fileno()

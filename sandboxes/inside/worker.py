@@ -90,10 +90,6 @@ NPROC_HEADROOM = 4
 # A MemoryError traceback ends the job's stderr: look this far back for it.
 STDERR_TAIL_SCAN = 4000
 CAPTURE_CHUNK = 65536
-# Pipe buffers of a job's stdin/stdout/stderr: a compiled program (a Go binary is 1.3 MB)
-# or a batch of outputs crosses in a few large writes, not in 64 KiB steps that each wait
-# for the other side to be scheduled (tens of ms on a loaded machine). Best effort.
-PIPE_BUFFER = 1 << 20
 # Bounded, so a hostile exception message cannot make the result frame huge.
 RAISED_MESSAGE_CHARS = 2000
 VIOLATION_CHARS = 200
@@ -144,13 +140,6 @@ def _worker_state() -> tuple:
     except OSError:
         oom = None
     return limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), oom
-
-
-def widen_pipe(fd: int, size: int = PIPE_BUFFER) -> None:
-    """Give a pipe a larger kernel buffer where the system allows (a pipe's size is the
-    pipe's, whichever end sets it); unchanged otherwise."""
-    with contextlib.suppress(OSError, AttributeError):
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
 
 
 def _check(ret: int, what: str) -> None:
@@ -579,8 +568,6 @@ class JobSupervisor:
         stdin_r, self.stdin_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        for fd in (stdin_r, out_r, err_r):
-            widen_pipe(fd)
         sup_sock, job_sock = socket.socketpair()
         # From here on, whatever fails is the job's: the host is told that it started.
         write_frame(self.host_out, {"t": "started", "n": self.nonce})
