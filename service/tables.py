@@ -89,6 +89,9 @@ class RecordRow(Chained, Base):
         Index("ix_records_flagged_seq", "seq", postgresql_where=text(FLAGGED), sqlite_where=text(FLAGGED),
               postgresql_include=["verifier", "verdict", "caller_key_id", "created_at", "duration_ms", "reward",
                                   "flags"]),
+        # Records of evaluation runs (revision 0014): an eval page's keys from this index alone.
+        Index("ix_records_eval_seq", "eval_id", "seq", postgresql_where=text("eval_id IS NOT NULL"),
+              sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=["created_at", "duration_ms", "reward"]),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

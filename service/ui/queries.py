@@ -173,7 +173,8 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
         RecordRow.group_index, RecordRow.caller_key_id, RecordRow.duration_ms,
         func.substr(RecordRow.response, 1, PREVIEW_CHARS).label("preview"),
     )
-    late = f.flag is not None and _postgres(store)
+    # (A label filter is narrower still: the few labelled records are looked up from the labels.)
+    late = (f.flag is not None or f.eval is not None) and f.label in (None, "none") and _postgres(store)
     keys = select(RecordRow.seq, RecordRow.created_at) if late else stmt
     keys = apply_filter(store, keys, f)
     if after:
@@ -183,8 +184,9 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
             raise BadCursor(f"after: not a cursor of this sort ({exc})") from exc
     keys = keys.order_by(*ordering(f.sort)).limit(limit + 1)
     if late:
-        # A flag filter on Postgres: the page's keys from the flagged records' index alone
-        # (revision 0014), then only the page's rows read (by primary key, one partition each).
+        # A flag or eval filter on Postgres: the page's keys from the flagged (or evaluation)
+        # records' index alone (revision 0014), then only the page's rows read (by primary key,
+        # one partition each).
         page = keys.subquery()
         keys = stmt.join(page, and_(RecordRow.seq == page.c.seq, RecordRow.created_at == page.c.created_at)
                          ).order_by(*ordering(f.sort))
