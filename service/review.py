@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 import random
 import uuid
+import weakref
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, and_, bindparam, exists, func, select, true, union_all
+from sqlalchemy import DateTime, and_, bindparam, func, select, true, union_all
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from service import audit_partitions
@@ -132,26 +133,61 @@ def _stratum_hours(store: AuditStore, verifier: str | None, flag: str | None) ->
 
 
 def _labelled_strata(store: AuditStore, verifier: str | None, flag: str | None) -> dict[Stratum, int]:
-    """How many labelled records each stratum holds (labels are few: read them)."""
-    labelled = select(LabelRow.record_id).distinct().subquery()
+    """How many labelled records each stratum holds (labels are few: their records' verifier,
+    verdict and flags are read once and kept, see `_labelled_records`)."""
+    counts: dict[Stratum, int] = dict.fromkeys(STRATA, 0)
+    for record_verifier, verdict, flags in _labelled_records(store).values():
+        if verifier is not None and record_verifier != verifier:
+            continue
+        stratum = stratum_of(RecordRow(verdict=verdict, flags=flags), flag)
+        if stratum is not None:
+            counts[stratum] += 1
+    return counts
+
+
+# Per store: (labels counted, their highest seq, the records' extent, {record id: (verifier,
+# verdict, flags)}) of the labelled records. Labels are append-only and records immutable, so
+# new labels are added to it; anything else (a label committed out of seq order, records
+# archived) reads it again.
+_LABELLED: weakref.WeakKeyDictionary[AuditStore, tuple[int, int, Any, dict[str, tuple]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _labelled_records(store: AuditStore) -> dict[str, tuple]:
+    cached = _LABELLED.get(store)
+    top = cached[1] if cached is not None else -1
+    with store.db() as s:
+        count, old, highest = s.execute(select(func.count(), func.count().filter(LabelRow.seq <= top),
+                                               func.max(LabelRow.seq))).one()
+        # Records archived since (service/audit_archive.py): partitions dropped or rows deleted.
+        lowest = (tuple(audit_partitions.day_partitions(s.connection())) if audit_partitions.is_partitioned_store(store)
+                  else s.scalar(select(func.min(RecordRow.seq))))
+        if cached is not None and cached[0] == old and cached[2] == lowest:
+            if count == old:
+                return cached[3]
+            rows, since = dict(cached[3]), top
+        else:
+            rows, since = {}, None
+        rows.update(_records_of_labels(store, s, since))
+    _LABELLED[store] = (count, highest if highest is not None else -1, lowest, rows)
+    return rows
+
+
+def _records_of_labels(store: AuditStore, s: Any, since: int | None) -> dict[str, tuple]:
+    labelled = select(LabelRow.record_id).distinct()
+    if since is not None:
+        labelled = labelled.where(LabelRow.seq > since)
+    labelled = labelled.subquery()
+    columns = (RecordRow.id, RecordRow.verifier, RecordRow.verdict, RecordRow.flags)
     if audit_partitions.is_partitioned_store(store):
         # Each labelled record in its own day's partition: its time from record_keys.
-        stmt = (select(RecordRow.verdict, RecordRow.flags).select_from(labelled)
+        stmt = (select(*columns).select_from(labelled)
                 .join(RecordKeyRow, RecordKeyRow.record_id == labelled.c.record_id)
                 .join(RecordRow, and_(RecordRow.id == RecordKeyRow.record_id,
                                       RecordRow.created_at == RecordKeyRow.created_at)))
     else:
-        stmt = select(RecordRow.verdict, RecordRow.flags).where(RecordRow.id.in_(select(labelled.c.record_id)))
-    if verifier is not None:
-        stmt = stmt.where(RecordRow.verifier == verifier)
-    counts: dict[Stratum, int] = dict.fromkeys(STRATA, 0)
-    with store.db() as s:
-        for verdict, flags in s.execute(stmt):
-            probe = RecordRow(verdict=verdict, flags=flags)
-            stratum = stratum_of(probe, flag)
-            if stratum is not None:
-                counts[stratum] += 1
-    return counts
+        stmt = select(*columns).where(RecordRow.id.in_(select(labelled.c.record_id)))
+    return {record_id: (verifier, verdict, flags) for record_id, verifier, verdict, flags in s.execute(stmt)}
 
 
 def _stratum_condition(store: AuditStore, stratum: Stratum, verifier: str | None, flag: str | None) -> Any:
@@ -160,7 +196,10 @@ def _stratum_condition(store: AuditStore, stratum: Stratum, verifier: str | None
     by_stratum = {"flagged": flagged, "correct_unflagged": and_(RecordRow.verdict == "correct", unflagged),
                   "incorrect": and_(RecordRow.verdict != "correct", unflagged)}
     parts = [RecordRow.verdict != ERROR_VERDICT, by_stratum[stratum],
-             ~exists(select(LabelRow.seq).where(LabelRow.record_id == RecordRow.id))]
+             # NOT IN (labels): one hashed set of the few labelled ids checked per record, so a
+             # probe's index walk stops at its first unlabelled match (NOT EXISTS was planned
+             # as an anti join that read the rest of the probe's hour first).
+             RecordRow.id.not_in(select(LabelRow.record_id))]
     if verifier is not None:
         parts.append(RecordRow.verifier == verifier)
     return and_(*parts)

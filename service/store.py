@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    and_,
     bindparam,
     cast,
     create_engine,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     event,
     exists,
     func,
+    literal_column,
     select,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -152,15 +154,25 @@ class AuditStore:
             stmt = stmt.where(RecordRow.seq > after_seq)
         if flag is not None:
             stmt = stmt.where(self.has_flag(flag))
+            if self.engine.dialect.name == "postgresql":
+                # The page's keys from the flagged records' index alone (revision 0014), then
+                # only the page's rows read (by primary key, one partition each).
+                page = stmt.with_only_columns(RecordRow.seq, RecordRow.created_at).limit(limit).subquery()
+                stmt = select(RecordRow).join(page, and_(RecordRow.seq == page.c.seq,
+                                                         RecordRow.created_at == page.c.created_at))
+                stmt = stmt.order_by(RecordRow.seq)
         with self.db() as s:
             return list(s.scalars(stmt.limit(limit)))
 
     def has_flag(self, flag: str) -> ColumnElement[bool]:
-        """SQL condition: the record's JSON list of flags contains `flag`."""
+        """SQL condition: the record's JSON list of flags contains `flag`. It repeats the
+        predicate of the flagged records' partial index (revision 0014), so that the database
+        may walk only the flagged records."""
+        flagged = func.json_array_length(RecordRow.flags) > literal_column("0")  # as written, not a parameter
         if self.engine.dialect.name == "postgresql":
-            return cast(RecordRow.flags, JSONB).contains([flag])
+            return and_(flagged, cast(RecordRow.flags, JSONB).contains([flag]))
         each = func.json_each(RecordRow.flags).table_valued("value")
-        return exists(select(1).select_from(each).where(each.c.value == flag))
+        return and_(flagged, exists(select(1).select_from(each).where(each.c.value == flag)))
 
     def records_by_ids(self, ids: list[str]) -> dict[str, RecordRow]:
         found: dict[str, RecordRow] = {}

@@ -26,6 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     select,
+    text,
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -46,6 +47,10 @@ class Chained:
     chain_index: Mapped[int | None] = mapped_column(Integer)
     chain_prev: Mapped[str | None] = mapped_column(String(64))
     chain_hash: Mapped[str | None] = mapped_column(String(64))
+
+
+# The records that carry at least one flag (partial index; AuditStore.has_flag repeats it).
+FLAGGED = "json_array_length(flags) > 0"
 
 
 def _now() -> datetime:
@@ -79,6 +84,14 @@ class RecordRow(Chained, Base):
         # reward depend on the verifier, so walking the sort's own index skips millions of rows.
         Index("ix_records_verifier_duration_seq", "verifier", "duration_ms", "seq"),
         Index("ix_records_verifier_reward_seq", "verifier", "reward", "seq"),
+        # Flagged records only (revision 0014): a flag filter repeats this predicate
+        # (AuditStore.has_flag), so it walks the few flagged records, from the index alone.
+        Index("ix_records_flagged_seq", "seq", postgresql_where=text(FLAGGED), sqlite_where=text(FLAGGED),
+              postgresql_include=["verifier", "verdict", "caller_key_id", "created_at", "duration_ms", "reward",
+                                  "flags"]),
+        # Records of evaluation runs (revision 0014): an eval page's keys from this index alone.
+        Index("ix_records_eval_seq", "eval_id", "seq", postgresql_where=text("eval_id IS NOT NULL"),
+              sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=["created_at", "duration_ms", "reward"]),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
