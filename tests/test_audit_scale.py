@@ -400,19 +400,23 @@ def test_flag_and_label_pages_are_the_records_filtered_by_hand(url: str):
         keep.sort(key=lambda r: (getattr(r, column.key), r.seq), reverse=descending)
         return [r.id for r in keep]
 
+    def every_page(f: RecordFilter, limit: int) -> list[str]:
+        """The ids of every page of `f`, following the viewer's keyset cursor."""
+        found, after = [], None
+        while True:
+            page = record_page(store, f, after, limit=limit)
+            found += [row["id"] for row in page.rows]
+            if page.next_cursor is None:
+                return found
+            after = page.next_cursor
+
     checked = 0
     for flag in (*FLAGS, "no_such_flag"):
         for extra in ({}, {"verifier": "code"}, {"verdict": "correct"}, {"label": "exploit"}, {"label": "agree"},
                       {"label": "any"}, {"label": "none"}, {"verifier": "no_such_verifier"}):
             for sort in SORTS:
                 f = RecordFilter(flag=flag, sort=sort, **extra)
-                found, after = [], None
-                while True:
-                    page = record_page(store, f, after, limit=7)
-                    found += [row["id"] for row in page.rows]
-                    if page.next_cursor is None:
-                        break
-                    after = page.next_cursor
+                found = every_page(f, limit=7)
                 assert found == wanted(f), (flag, extra, sort)
                 checked += bool(found)
         for verifier in (None, "math"):
@@ -425,13 +429,7 @@ def test_flag_and_label_pages_are_the_records_filtered_by_hand(url: str):
                   {"eval": "no-such-eval"}):
         for sort in SORTS:
             f = RecordFilter(sort=sort, **extra)
-            found, after = [], None
-            while True:
-                page = record_page(store, f, after, limit=9)
-                found += [row["id"] for row in page.rows]
-                if page.next_cursor is None:
-                    break
-                after = page.next_cursor
+            found = every_page(f, limit=9)
             assert found == wanted(f), (extra, sort)
             checked += bool(found)
     assert checked > 80  # most combinations found records

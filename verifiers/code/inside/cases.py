@@ -41,11 +41,12 @@ from typing import Any
 from verifiers.code.inside.native import (
     POLL_S,
     REAP_GRACE_S,
-    _describe,
-    _subreaper,
-    _write,
+    become_subreaper,
+    describe_exit,
     program_descriptor,
+    reap_children,
     spawn,
+    write_files,
 )
 
 READ_CHUNK = 65536
@@ -231,7 +232,7 @@ def _run_one(argv: list[str], env: dict[str, str], stdin: bytes, program_fd: int
     wall = time.monotonic() - started
     # What the program left: ended, reaped and counted, and its outputs' last bytes read.
     scope.end_all(pid)
-    rest_cpu, rest_peak = _reap_everything()
+    rest_cpu, rest_peak = reap_children()
     for output in outputs:
         while output.open:
             ready = select.select([output.fd], [], [], REAP_GRACE_S)[0]
@@ -241,33 +242,13 @@ def _run_one(argv: list[str], env: dict[str, str], stdin: bytes, program_fd: int
             output.pump()
     if killed_by is None and any(output.over for output in outputs):
         killed_by = "output"
-    report = _describe(status, usage)
+    report = describe_exit(status, usage)
     report["cpu_s"] += others_cpu + rest_cpu
     report["peak_memory_mb"] = max(report["peak_memory_mb"], others_peak, rest_peak)
     report["wall_s"] = wall
     if killed_by:
         report["killed_by"] = killed_by
     return report, bytes(outputs[0].data), bytes(outputs[1].data)
-
-
-def _reap_everything() -> tuple[float, float]:
-    """Reap every remaining child (orphans of the program come to us as its subreaper):
-    (CPU seconds, peak RSS in MB) of them. A process that will not die within the grace
-    is left (the caller then runs no further case in this job)."""
-    cpu, peak = 0.0, 0.0
-    give_up = time.monotonic() + REAP_GRACE_S
-    while True:
-        try:
-            pid, _, usage = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
-            return cpu, peak
-        if pid == 0:
-            if time.monotonic() >= give_up:
-                return cpu, peak
-            time.sleep(POLL_S)
-            continue
-        cpu += usage.ru_utime + usage.ru_stime
-        peak = max(peak, usage.ru_maxrss / 1024)
 
 
 def _has_children() -> bool:
@@ -295,7 +276,7 @@ def run_cases(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     `stop_on_failure`, the first case that does not end cleanly (exit 0, within its
     limits) is the last one run; `unclean` says that a case left a process that would not
     die, after which no case runs (the host runs the rest in a fresh job)."""
-    _subreaper()
+    become_subreaper()
     scope = Scope()
     scratch = os.getcwd()
     # Decoded once: every case gets the same files afresh.
@@ -315,7 +296,7 @@ def run_cases(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     for stdin in payload.get("cases") or []:
         case_dir = tempfile.mkdtemp(prefix="case-", dir=scratch)
         os.chdir(case_dir)
-        _write(files, binary=True)
+        write_files(files, binary=True)
         for name in executables:
             os.chmod(name, 0o755)
         report, out, err = _run_one(argv, env, str(stdin).encode(), program_fd, limits, scope)

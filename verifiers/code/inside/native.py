@@ -54,12 +54,12 @@ REAP_GRACE_S = 1.0
 MAX_STACK_MB = 1024
 
 
-def _subreaper() -> None:
+def become_subreaper() -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _write(files: dict[str, str] | dict[str, bytes], binary: bool) -> None:
+def write_files(files: dict[str, str] | dict[str, bytes], binary: bool) -> None:
     """Files into the working directory: text, base64 text (`binary`), or bytes as they are."""
     for name, data in files.items():
         if "/" in name or name in ("", ".", ".."):
@@ -193,6 +193,12 @@ def _reap_all(group: int) -> tuple[float, float]:
     what such a process used before is counted when it ended while the program ran."""
     with contextlib.suppress(OSError):
         os.kill(-1 if os.getpid() == 1 else -group, signal.SIGKILL)
+    return reap_children()
+
+
+def reap_children() -> tuple[float, float]:
+    """Reap every remaining child (orphans come to us as subreaper or PID 1): (CPU seconds,
+    peak RSS in MB) of them. A process that will not die within REAP_GRACE_S is left."""
     cpu, peak = 0.0, 0.0
     give_up = time.monotonic() + REAP_GRACE_S
     while True:
@@ -211,7 +217,7 @@ def _reap_all(group: int) -> tuple[float, float]:
         peak = max(peak, usage.ru_maxrss / 1024)
 
 
-def _describe(status: int | None, usage: Any) -> dict[str, Any]:
+def describe_exit(status: int | None, usage: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"exit_code": None, "signal": None, "cpu_s": 0.0, "peak_memory_mb": 0.0}
     if status is not None:
         if os.WIFEXITED(status):
@@ -227,12 +233,12 @@ def _describe(status: int | None, usage: Any) -> dict[str, Any]:
 def _run(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int, wall_s: float,
          cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
          program_fd: int | None = None, own_proc: str | None = None) -> dict[str, Any]:
-    _subreaper()
+    become_subreaper()
     started = time.monotonic()
     pid = spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd, own_proc)
     status, usage, early_cpu, early_peak = _wait_main(pid, started + wall_s)
     wall = time.monotonic() - started
-    result = _describe(status, usage)
+    result = describe_exit(status, usage)
     rest_cpu, rest_peak = _reap_all(pid)
     rest_cpu, rest_peak = rest_cpu + early_cpu, max(rest_peak, early_peak)
     if status is None:
@@ -248,7 +254,7 @@ def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     "artifacts": [glob, ...], "wall_s": float, "needs_own_exe": bool (the compiler reads
     /proc/self/exe)}. The compiler's messages go to a file
     (bounded by the job's file-size limit), of which the first MESSAGE_BYTES come back."""
-    _write(payload["files"], binary=False)
+    write_files(payload["files"], binary=False)
     argv = list(payload["argv"])
     if payload.get("testlib"):  # the vendored testlib.h, next to this file
         argv.insert(1, "-I" + os.path.join(os.path.dirname(os.path.abspath(__file__)), "testlib"))
@@ -305,7 +311,7 @@ def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     "env": {...}, "stdin": text, "wall_s", "cpu_s", "address_space_mb" (or null),
     "stack_mb" (or null)}. The program's stdout/stderr are the job's own."""
     files = payload.get("files") or {}
-    _write(files, binary=True)
+    write_files(files, binary=True)
     for name in payload.get("executables") or []:
         os.chmod(name, 0o755)
     argv = list(payload["argv"])
