@@ -6,7 +6,7 @@ about three quarters of a service start), math's import its libraries. A deploym
 every verifier (`all`, the default): a request never pays for loading set.mm. A process
 that never judges some family may skip it (a comma list of the families to warm, or `none`):
 the test suite's in-process apps and `assay serve` subprocesses warm every family but proof
-(`service/testing/app.py`), so each start costs about a second instead of about ten; the
+(set in `tests/conftest.py`), so each start costs about a second instead of about ten; the
 first proof request of such a service starts the proof pools itself.
 """
 
