@@ -5,9 +5,8 @@ its order; the same JSON value, whitespace inside the stored JSON fields aside).
 
 - Postgres: the database builds each line (`LINE_SQL`: string concatenation, `to_json` for
   the strings, the stored JSON columns as they are) and streams them through one server-side
-  cursor in write order, STREAM_ROWS at a time, fetched by a thread up to PREFETCH batches
-  ahead of the one being sent; Python only joins lines. Memory stays bounded by a few batches
-  whatever the export's size.
+  cursor in write order, STREAM_ROWS at a time; Python only joins lines. Memory stays bounded
+  by one batch whatever the export's size.
 - SQLite (and a row with a value the SQL does not vouch for: a non-finite number): lines built
   in Python from plain rows fetched a keyset page at a time (PAGE rows, by `seq`), or through
   the pydantic model.
@@ -17,8 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import queue
-import threading
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -137,48 +134,14 @@ LINE_SQL = (f"CASE WHEN {_R}.reward IN ('NaN', 'Infinity', '-Infinity') "
 STREAM_ROWS = 2000
 
 
-# Batches fetched ahead of the one being sent: the database builds the next lines while the
-# service sends these (two processes, two cores), and memory stays bounded by PREFETCH + 2 batches.
-PREFETCH = 2
-_END = object()
-
-
 def _lines_in_sql(store: AuditStore, where: list[Any]) -> Iterator[str]:
     stmt = (select(literal_column(LINE_SQL).label("line"), RecordRow.seq).select_from(RecordRow.__table__)
             .where(*where).order_by(RecordRow.seq))
-    batches: queue.Queue[Any] = queue.Queue(maxsize=PREFETCH)
-    stop = threading.Event()
-
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                batches.put(item, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def fetch() -> None:
-        """One server-side cursor, in write order, a batch at a time into the queue."""
-        try:
-            with store.engine.connect() as conn:
-                result = conn.execution_options(stream_results=True, yield_per=STREAM_ROWS).execute(stmt)
-                for rows in result.partitions():
-                    if not put([tuple(row) for row in rows]):
-                        return  # the reader went away (client disconnected)
-            put(_END)
-        except Exception as exc:  # noqa: BLE001 - handed to the reader, which raises it
-            put(exc)
-
-    threading.Thread(target=fetch, name="export-fetch", daemon=True).start()
-    try:
-        while (rows := batches.get()) is not _END:
-            if isinstance(rows, Exception):
-                raise rows
+    with store.engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=STREAM_ROWS).execute(stmt)
+        for rows in result.partitions():
             lines = [line if line is not None else _slow_line_of(store, seq) for line, seq in rows]
             yield "\n".join(lines) + "\n"
-    finally:
-        stop.set()
 
 
 def _slow_line_of(store: AuditStore, seq: int) -> str:
