@@ -148,6 +148,18 @@ def test_windowed_task_statistics_with_groups_across_hours(url: str):
 
 
 def test_label_pages_with_key_window_and_relabels_are_the_records(url: str):
+    _check_label_pages(url)
+
+
+def test_label_pages_past_the_label_driven_limit_are_the_records(url: str, monkeypatch: pytest.MonkeyPatch):
+    """More labels than LABEL_DRIVEN_MAX: the sort's index walk (Postgres), the same pages."""
+    from service.ui import queries
+
+    monkeypatch.setattr(queries, "LABEL_DRIVEN_MAX", 10)
+    _check_label_pages(url)
+
+
+def _check_label_pages(url: str) -> None:
     store = AuditStore(url)
     _fill(store, seed=53)
     rows = _stored(store)
