@@ -17,6 +17,9 @@ Two tables, filled by database triggers on `records` (service/migrations/version
 - `rollup_task_hours` (revision 0013): the same tallies per UTC hour and task, which task
   statistics over a time window add up (whole hours; the partial hours at the window's
   edges from the records).
+- `rollup_quarters` (revision 0015): the counts of `rollup_hours` per quarter hour (epoch
+  seconds // 900), which the overview of a window of up to 12 hours (15-minute buckets)
+  adds up (whole quarter hours; the partial quarter hours at the edges from the records).
 
 A group counts in each hour it has records in (as the overview always counted it per bucket);
 per task, a group's zero variance is kept exact however its rows arrive: each write compares
@@ -45,6 +48,7 @@ LENGTH_EDGES = (0, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
 LATENCY_BINS_PER_E = 10
 LATENCY_FLOOR_MS = 0.001
 GROUP_LOOKBACK = "1 day"
+QUARTER = 900  # seconds: the buckets of `rollup_quarters` (revision 0015)
 ROLLUP_LOCK_KEY = 0x61737361795F7275  # any 64-bit constant
 
 RECORD_COLUMNS = ("seq", "id", "created_at", "verifier", "verdict", "flags", "response", "duration_ms",
@@ -67,6 +71,9 @@ def dialect_sql(dialect: str) -> dict[str, str]:
                  else "(CAST(strftime('%s', r.created_at) AS INTEGER) / 3600)"),
         "hour_e": ("floor(extract(epoch from e.created_at) / 3600)::bigint" if pg
                    else "(CAST(strftime('%s', e.created_at) AS INTEGER) / 3600)"),
+        # A bucket of {w} seconds of the row aliased {a} (str.format).
+        "bucket": ("floor(extract(epoch from {a}.created_at) / {w})::bigint" if pg
+                   else "(CAST(strftime('%s', {a}.created_at) AS INTEGER) / {w})"),
         # Postgres: the hour's own partition only.
         # Postgres: earlier rows of a group are looked for in the last GROUP_LOOKBACK only (the
         # partitions of those days), not in the whole history.
@@ -118,22 +125,28 @@ _KINDS = ("SELECT 'verdict' AS kind UNION ALL SELECT 'latency' UNION ALL SELECT 
           "UNION ALL SELECT 'length' UNION ALL SELECT 'length_correct'")
 
 
-def _hours_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
+def _hours_statement(d: dict[str, str], n: str, prior: bool = True, width: int = 3600) -> str:
+    """`rollup_hours` (width 3600), or `rollup_quarters` (width 900, revision 0015): the same
+    counts per time bucket of `width` seconds (epoch seconds // width)."""
+    table, column = ("rollup_hours", "hour") if width == 3600 else ("rollup_quarters", "quarter")
+    nb = "n.hour" if width == 3600 else d["bucket"].format(a="n", w=width)
+    eb = d["hour_e"] if width == 3600 else d["bucket"].format(a="e", w=width)
     new_groups = f"""
 SELECT g.* FROM (
-  SELECT n.hour AS hour, n.verifier AS verifier, n.caller_key_id AS caller, n.group_id AS group_id,
+  SELECT {nb} AS hour, n.verifier AS verifier, n.caller_key_id AS caller, n.group_id AS group_id,
          min(n.seq) AS first_seq, max(CASE WHEN n.group_zero_variance THEN 1 ELSE 0 END) AS zv
   FROM {n} n WHERE n.group_id IS NOT NULL AND n.group_zero_variance IS NOT NULL
-  GROUP BY n.hour, n.verifier, n.caller_key_id, n.group_id) g
+  GROUP BY {nb}, n.verifier, n.caller_key_id, n.group_id) g
 WHERE NOT EXISTS (SELECT 1 FROM {d['records_by_group']} WHERE e.group_id = g.group_id
   AND e.caller_key_id IS NOT DISTINCT FROM g.caller AND e.verifier = g.verifier
-  AND e.group_zero_variance IS NOT NULL AND e.seq < g.first_seq AND {d['hour_e']} = g.hour {d['hour_range']})"""
+  AND e.group_zero_variance IS NOT NULL AND e.seq < g.first_seq AND {eb} = g.hour
+  {d['hour_range'].replace('3600', str(width))})"""
     if not prior:
         new_groups = new_groups.split("WHERE NOT EXISTS")[0]
     return f"""
-INSERT INTO rollup_hours (hour, verifier, kind, key, n)
+INSERT INTO {table} ({column}, verifier, kind, key, n)
 SELECT hour, verifier, kind, key, count(*) FROM (
-  SELECT n.hour AS hour, n.verifier AS verifier, k.kind AS kind,
+  SELECT {nb} AS hour, n.verifier AS verifier, k.kind AS kind,
          CASE k.kind WHEN 'verdict' THEN n.verdict
                      WHEN 'latency' THEN CAST(n.bin AS {d['text']})
                      WHEN 'stratum' THEN CASE WHEN n.verdict = 'error' THEN NULL WHEN n.nflags > 0 THEN 'flagged'
@@ -141,13 +154,13 @@ SELECT hour, verifier, kind, key, count(*) FROM (
                      WHEN 'length' THEN CASE WHEN n.verdict <> 'error' THEN n.band END
                      ELSE CASE WHEN n.verdict = 'correct' THEN n.band END END AS key
   FROM {n} n CROSS JOIN ({_KINDS}) k
-  UNION ALL SELECT n.hour, n.verifier, 'flag', f.value FROM {n} n {d['flagjoin']} WHERE n.nflags > 0
-  UNION ALL SELECT n.hour, n.verifier, 'flag_review', f.value FROM {n} n {d['flagjoin']}
+  UNION ALL SELECT {nb}, n.verifier, 'flag', f.value FROM {n} n {d['flagjoin']} WHERE n.nflags > 0
+  UNION ALL SELECT {nb}, n.verifier, 'flag_review', f.value FROM {n} n {d['flagjoin']}
       WHERE n.nflags > 0 AND n.verdict <> 'error'
   UNION ALL SELECT g.hour, g.verifier, 'groups', '' FROM ({new_groups}) g
   UNION ALL SELECT g.hour, g.verifier, 'zv_groups', '' FROM ({new_groups}) g WHERE g.zv = 1
 ) x WHERE key IS NOT NULL GROUP BY hour, verifier, kind, key ORDER BY hour, verifier, kind, key
-ON CONFLICT (hour, verifier, kind, key) DO UPDATE SET n = rollup_hours.n + excluded.n"""
+ON CONFLICT ({column}, verifier, kind, key) DO UPDATE SET n = {table}.n + excluded.n"""
 
 
 def _tasks_statement(d: dict[str, str], n: str, prior: bool = True) -> str:
@@ -259,20 +272,32 @@ def task_hours_statement(dialect: str, src: str) -> str:
     return _task_hours_statement(d, _narrow(d, src), prior=False)
 
 
-def rollup_statements(dialect: str, src: str, task_hours: bool = True, prior: bool = True) -> list[str]:
+def rollup_statements(dialect: str, src: str, task_hours: bool = True, prior: bool = True,
+                      quarters: bool = True) -> list[str]:
     """The statements that add the rows of relation `src` (records' columns) to the rollups:
     on Postgres one statement (the new rows read once), on SQLite one per table.
-    `task_hours=False`: without `rollup_task_hours` (the schema of revision 0012).
+    `task_hours=False`: without `rollup_task_hours` (the schema of revision 0012);
+    `quarters=False`: without `rollup_quarters` (the schemas before revision 0015).
     `prior=False`: `src` holds every row of each of its groups (e.g. a loader's batch of whole
     requests), so no earlier row of a group is looked up in records."""
     d = dialect_sql(dialect)
     narrow = _narrow(d, src)
     if dialect == "postgresql":
         also = f",\ntask_hours AS ({_task_hours_statement(d, 'n', prior)} RETURNING 1)" if task_hours else ""
+        if quarters:
+            also += f",\nquarters AS ({_hours_statement(d, 'n', prior, QUARTER)} RETURNING 1)"
         return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n', prior)} RETURNING 1){also}\n"
                 f"{_tasks_statement(d, 'n', prior)}"]
     return [_hours_statement(d, narrow, prior), _tasks_statement(d, narrow, prior),
-            *([_task_hours_statement(d, narrow, prior)] if task_hours else [])]
+            *([_task_hours_statement(d, narrow, prior)] if task_hours else []),
+            *([_hours_statement(d, narrow, prior, QUARTER)] if quarters else [])]
+
+
+def quarters_statement(dialect: str, src: str) -> str:
+    """The statement that adds the rows of relation `src` to `rollup_quarters` alone (the backfill
+    of revision 0015): `src` must hold whole quarter hours (e.g. a day's partition)."""
+    d = dialect_sql(dialect)
+    return _hours_statement(d, _narrow(d, src), prior=False, width=QUARTER)
 
 
 RECORD_KEYS = """
@@ -282,10 +307,10 @@ SELECT id, created_at, caller_key_id, request_id, submission_id, submission_inde
 FROM new_rows"""
 
 
-def postgres_trigger_statements(schema: str, task_hours: bool = True) -> list[str]:
+def postgres_trigger_statements(schema: str, task_hours: bool = True, quarters: bool = True) -> list[str]:
     """The AFTER INSERT statement trigger on the partitioned `records`: unique keys, then rollups."""
     body = ";\n".join([f"PERFORM pg_advisory_xact_lock({ROLLUP_LOCK_KEY})", RECORD_KEYS,
-                       *rollup_statements("postgresql", "new_rows", task_hours)])
+                       *rollup_statements("postgresql", "new_rows", task_hours, quarters=quarters)])
     return [
         f"""CREATE OR REPLACE FUNCTION assay_records_after_insert() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = "{schema}", pg_temp SET jit = off AS $fn$
@@ -300,22 +325,23 @@ END $fn$""",
     ]
 
 
-SQLITE_TRIGGERS = ("records_rollups", "records_rollups_tasks", "records_rollups_task_hours")
+SQLITE_TRIGGERS = ("records_rollups", "records_rollups_tasks", "records_rollups_task_hours",
+                   "records_rollups_quarters")
 
 
-def sqlite_trigger_statements(task_hours: bool = True) -> list[str]:
+def sqlite_trigger_statements(task_hours: bool = True, quarters: bool = True) -> list[str]:
     """Per-row AFTER INSERT triggers: the same statements over the one new row, one trigger
     each. (In one trigger together, SQLite ran them about three times slower per row, and
     slower as the table grew: 6-9 ms of CPU per 8 records against 2.3 ms as two triggers;
     docs/benchmarks.md, "The write path".) Every name is dropped first, so that re-running
     this (revision 0013 on a store of 0012's single trigger) leaves exactly one set."""
     src = "(SELECT " + ", ".join(f"NEW.{c} AS {c}" for c in RECORD_COLUMNS) + ")"
-    statements = rollup_statements("sqlite", src, task_hours)
+    statements = rollup_statements("sqlite", src, task_hours, quarters=quarters)
     return ([f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS]
             + [f"CREATE TRIGGER {name} AFTER INSERT ON records BEGIN\n{statement};\nEND"
                for name, statement in zip(SQLITE_TRIGGERS, statements, strict=False)])
 
 
-def backfill_statements(dialect: str, task_hours: bool = True) -> list[str]:
+def backfill_statements(dialect: str, task_hours: bool = True, quarters: bool = True) -> list[str]:
     """Rollups of the records already stored (the migration of an existing SQLite store)."""
-    return rollup_statements(dialect, "(SELECT * FROM records)", task_hours)
+    return rollup_statements(dialect, "(SELECT * FROM records)", task_hours, quarters=quarters)

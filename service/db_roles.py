@@ -50,6 +50,7 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     "rollup_hours": READ,
     "rollup_tasks": READ,
     "rollup_task_hours": READ,
+    "rollup_quarters": READ,
     "record_keys": READ,
     "audit_archives": READ,
     "alembic_version": READ,

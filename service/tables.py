@@ -342,6 +342,17 @@ class RollupHourRow(Base):
     n: Mapped[int] = mapped_column(BigInteger)
 
 
+class RollupQuarterRow(Base):
+    """`rollup_hours`' counts per quarter hour (revision 0015); written by a trigger on records."""
+
+    __tablename__ = "rollup_quarters"
+    quarter: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch seconds // 900 (UTC)
+    verifier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+
 class RollupTaskRow(Base):
     """Curriculum tallies per task (service/audit_rollups.py); written by a trigger on records."""
 

@@ -13,13 +13,13 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, bindparam, func, select, text, tuple_
+from sqlalchemy import DateTime, bindparam, select, text
 
 from assay_rules.variance import ZERO_VARIANCE_SPAN, is_zero_variance
 from service.audit_rollups import dialect_sql
 from service.inspection_schemas import Band, TaskStats
 from service.store import AuditStore
-from service.tables import RecordRow, RollupTaskHourRow, RollupTaskRow
+from service.tables import RecordRow, RollupTaskRow
 
 BANDS: tuple[tuple[float, Band], ...] = ((0.05, "too_hard"), (0.3, "hard"), (0.7, "medium"), (0.95, "easy"))
 
@@ -97,7 +97,8 @@ _SUMS = ("attempts", "judged", "correct_sum", "tokens_n", "tokens_sum", "groups"
 def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
                since: datetime | None, until: datetime | None, limit: int) -> list[TaskStats]:
     """The whole hours inside the window from `rollup_task_hours`, the partial hours at its edges
-    from the records (at most an hour's records each), added up per task. A group whose records
+    from the records (at most an hour's records each), added up per task by the database in one
+    statement (one aggregation, ordered by first attempt, limited there). A group whose records
     straddle an hour boundary counts in each hour it has records in."""
     first = math.ceil(since.timestamp() / HOUR) if since is not None else None
     end = math.floor(until.timestamp() / HOUR) if until is not None else None
@@ -108,62 +109,38 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
         edges.append((since, datetime.fromtimestamp(first * HOUR, UTC)))
     if until is not None and end is not None and end * HOUR < until.timestamp():
         edges.append((datetime.fromtimestamp(end * HOUR, UTC), until))
-    tallies: dict[tuple[str, str], list] = {}
-    for lo, hi in edges:
-        for row in _tallies_from_records(store, task_id, task_hash, verifier, lo, hi, None):
-            _add(tallies, row)
-    for row in _hour_tallies(store, task_id, task_hash, verifier, first, end, limit, None):
-        _add(tallies, row)
-    # A task the edges found but the first `limit` tasks of the whole hours did not: its hours too.
-    first_n = sorted(tallies.values(), key=lambda t: t[3 + len(_SUMS)])[:limit]
-    hourly_missing = [(t[0], t[1]) for t in first_n if t[-1] == "edge"]
-    if hourly_missing:
-        for row in _hour_tallies(store, task_id, task_hash, verifier, first, end, None, hourly_missing):
-            _add(tallies, row, hourly=True)
-    rows = sorted(tallies.values(), key=lambda t: t[3 + len(_SUMS)])[:limit]
-    return [_stats(t[1], t[0], t[2], *t[3:3 + len(_SUMS)]) for t in rows]
-
-
-def _add(tallies: dict[tuple[str, str], list], row: tuple, hourly: bool = False) -> None:
-    """row: (task_hash, tid, verifier, *sums, first_seq, source); sums add up, first_seq is the least."""
-    key = (row[0], row[1])
-    found = tallies.get(key)
-    if found is None:
-        tallies[key] = list(row)
-        return
-    n = len(_SUMS)
-    for i in range(3, 3 + n):
-        found[i] += row[i]
-    found[3 + n] = min(found[3 + n], row[3 + n])
-    found[2] = min(found[2], row[2])
-    if row[-1] == "hours" or hourly:
-        found[-1] = "hours"
-
-
-def _hour_tallies(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
-                  first: int | None, end: int | None, limit: int | None,
-                  tasks: list[tuple[str, str]] | None) -> list[tuple]:
-    t = RollupTaskHourRow
-    stmt = select(t.task_hash, t.task_id, func.min(t.verifier), *(func.sum(getattr(t, c)) for c in _SUMS),
-                  func.min(t.first_seq).label("first_seq"))
-    for column, value in ((t.task_id, task_id), (t.task_hash, task_hash), (t.verifier, verifier)):
+    params: dict[str, object] = {"limit": limit}
+    hours = ["true"]
+    for column, value in (("task_id", task_id), ("task_hash", task_hash), ("verifier", verifier)):
         if value is not None:
-            stmt = stmt.where(column == value)
+            hours.append(f"h.{column} = :{column}")
+            params[column] = value
     if first is not None:
-        stmt = stmt.where(t.hour >= first)
+        hours.append("h.hour >= :first_hour")
+        params["first_hour"] = first
     if end is not None:
-        stmt = stmt.where(t.hour < end)
-    if tasks is not None:
-        stmt = stmt.where(tuple_(t.task_hash, t.task_id).in_(tasks))
-    stmt = stmt.group_by(t.task_hash, t.task_id).order_by("first_seq")
-    if limit is not None:
-        stmt = stmt.limit(limit)
+        hours.append("h.hour < :end_hour")
+        params["end_hour"] = end
+    parts = [f"SELECT h.task_hash, h.task_id AS tid, h.verifier, {', '.join(f'h.{c}' for c in _SUMS)}, h.first_seq "
+             f"FROM rollup_task_hours h WHERE {' AND '.join(hours)}"]
+    times = []
+    for i, (lo, hi) in enumerate(edges):
+        where = _record_conditions(params, task_id, task_hash, verifier)
+        where += [f"r.created_at >= :lo{i}", f"r.created_at < :hi{i}"]
+        params[f"lo{i}"], params[f"hi{i}"] = lo, hi
+        times += [f"lo{i}", f"hi{i}"]
+        parts.append(_per_task_sql(store, where, limit=False))
+    sums = ", ".join(f"sum({c})" for c in _SUMS)
+    sql = (f"SELECT task_hash, tid, min(verifier), {sums}, min(first_seq) AS first_seq FROM (\n"
+           + "\nUNION ALL\n".join(parts) + "\n) x GROUP BY task_hash, tid ORDER BY first_seq LIMIT :limit")
+    stmt = text(sql).bindparams(*(bindparam(name, type_=DateTime(timezone=True)) for name in times))
     with store.db() as s:
         if store.engine.dialect.name == "postgresql":
             # A day's window is ~50k task-hours at 10M records: hashed in memory, not sorted on disk.
             s.execute(text(f"SET LOCAL work_mem = '{WORK_MEM}'"))
-        return [(th, tid, ver, int(a), int(j), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv), int(fs),
-                 "hours") for th, tid, ver, a, j, cs, tn, ts, g, zv, fs in s.execute(stmt)]
+        rows = s.execute(stmt, params).all()
+    return [_stats(tid or None, th, ver, int(a), int(j), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv))
+            for th, tid, ver, a, j, cs, tn, ts, g, zv, _ in rows]
 
 
 def _stats(task_id: str | None, task_hash: str, verifier: str, attempts: int, judged: int, correct_sum: float,
@@ -189,26 +166,43 @@ def _from_rollups(store: AuditStore, task_id: str | None, task_hash: str | None,
 
 def _from_records(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
                   since: datetime | None, until: datetime | None, limit: int) -> list[TaskStats]:
-    return [_stats(tid, th, ver, *sums) for th, tid, ver, *sums, _, _ in
-            _tallies_from_records(store, task_id, task_hash, verifier, since, until, limit)]
+    """Per task of the window's records (aggregated by the database: per group, then per task)."""
+    params: dict[str, object] = {"limit": limit}
+    where = _record_conditions(params, task_id, task_hash, verifier)
+    times = []
+    for name, value, op in (("since", since, ">="), ("until", until, "<")):
+        if value is not None:
+            where.append(f"r.created_at {op} :{name}")
+            params[name] = value
+            times.append(name)
+    stmt = text(_per_task_sql(store, where, limit=True)).bindparams(
+        *(bindparam(name, type_=DateTime(timezone=True)) for name in times))
+    with store.db() as s:
+        rows = s.execute(stmt, params).all()
+    return [_stats(tid or None, th, ver, int(a), int(j), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv))
+            for th, tid, ver, a, j, cs, tn, ts, g, zv, _ in rows]
 
 
-def _tallies_from_records(store: AuditStore, task_id: str | None, task_hash: str | None, verifier: str | None,
-                          since: datetime | None, until: datetime | None, limit: int | None) -> list[tuple]:
-    """(task_hash, tid, verifier, *sums, first_seq, "edge") per task of the window's records."""
+def _record_conditions(params: dict[str, object], task_id: str | None, task_hash: str | None,
+                       verifier: str | None) -> list[str]:
+    where = ["true"]
+    for column, value in (("task_id", task_id), ("task_hash", task_hash), ("verifier", verifier)):
+        if value is not None:
+            where.append(f"r.{column} = :{column}")
+            params[column] = value
+    return where
+
+
+def _per_task_sql(store: AuditStore, where: list[str], limit: bool) -> str:
+    """(task_hash, tid, verifier, *sums, first_seq) per task of the records matching `where`.
+    A task's records without a group form one row of the inner query (group_id NULL), not a group."""
     d = dialect_sql(store.engine.dialect.name)
-    where, params = ["true"], {"limit": limit if limit is not None else 2**62}
-    for column, value in (("task_id", task_id), ("task_hash", task_hash), ("verifier", verifier),
-                          ("since", since), ("until", until)):
-        if value is None:
-            continue
-        bounds = {"since": "r.created_at >= :since", "until": "r.created_at < :until"}
-        where.append(bounds.get(column, f"r.{column} = :{column}"))
-        params[column] = value
-    sql = f"""
-SELECT task_hash, tid, min(verifier), sum(attempts), sum(judged), sum(correct_sum), sum(tokens_n), sum(tokens_sum),
-       sum(CASE WHEN group_id IS NOT NULL THEN 1 ELSE 0 END),
-       sum(CASE WHEN group_id IS NOT NULL AND (judged < 2 OR cmax - cmin <= {ZERO_VARIANCE_SPAN}) THEN 1 ELSE 0 END),
+    return f"""
+SELECT task_hash, tid, min(verifier) AS verifier, sum(attempts) AS attempts, sum(judged) AS judged,
+       sum(correct_sum) AS correct_sum, sum(tokens_n) AS tokens_n, sum(tokens_sum) AS tokens_sum,
+       sum(CASE WHEN group_id IS NOT NULL THEN 1 ELSE 0 END) AS groups,
+       sum(CASE WHEN group_id IS NOT NULL AND (judged < 2 OR cmax - cmin <= {ZERO_VARIANCE_SPAN}) THEN 1 ELSE 0 END)
+           AS zv_groups,
        min(first_seq) AS first_seq
 FROM (
   SELECT r.task_hash AS task_hash, coalesce(r.task_id, '') AS tid, min(r.verifier) AS verifier,
@@ -217,11 +211,4 @@ FROM (
          count(r.tokens) AS tokens_n, coalesce(sum(r.tokens), 0) AS tokens_sum, min(r.seq) AS first_seq
   FROM (SELECT r.*, {d["corr"]} AS c FROM records r WHERE {" AND ".join(where)}) r
   GROUP BY r.task_hash, coalesce(r.task_id, ''), r.caller_key_id, r.group_id
-) g GROUP BY task_hash, tid ORDER BY first_seq LIMIT :limit"""
-    with store.db() as s:
-        stmt = text(sql).bindparams(*(bindparam(name, type_=DateTime(timezone=True))
-                                      for name in ("since", "until") if name in params))
-        rows = s.execute(stmt, params).all()
-    # A task's records without a group form one row of the inner query (group_id NULL), not a group.
-    return [(th, tid, ver, int(att), int(jud), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv), int(fs),
-             "edge") for th, tid, ver, att, jud, cs, tn, ts, g, zv, fs in rows]
+) g GROUP BY task_hash, tid{" ORDER BY first_seq LIMIT :limit" if limit else ""}"""

@@ -229,9 +229,14 @@ def test_probe_sampling_covers_large_strata(url: str, monkeypatch: pytest.Monkey
     assert all(r.id not in labelled and stratum_of(r, None) == s for s, r in picked)
 
 
-def test_export_lines_are_the_api_records(url: str):
+@pytest.mark.parametrize("batch", [2000, 7])
+def test_export_lines_are_the_api_records(url: str, batch: int, monkeypatch: pytest.MonkeyPatch):
+    """In write order and equal to the API's records, also when the database's sessions hand
+    over many small batches that must be merged back (Postgres builds lines in two sessions)."""
+    from service import audit_export
     from service.audit_export import export_lines
 
+    monkeypatch.setattr(audit_export, "STREAM_ROWS", batch)
     store = AuditStore(url)
     fill(store, seed=3, n_groups=30)
     lines = "".join(export_lines(store, {})).splitlines()
@@ -239,6 +244,25 @@ def test_export_lines_are_the_api_records(url: str):
     assert [json.loads(line) for line in lines] == [json.loads(record_out(r).model_dump_json()) for r in rows]
     code = [json.loads(line)["verifier"] for line in "".join(export_lines(store, {"verifier": "code"})).splitlines()]
     assert code and set(code) == {"code"}
+
+
+@pytest.mark.postgres
+def test_an_export_the_client_leaves_stops_its_sessions(database: str, monkeypatch: pytest.MonkeyPatch):  # noqa: F811
+    """A client that hangs up after the first chunk: the sessions building lines stop and give
+    their connections back (none left checked out, no export thread left running)."""
+    import threading
+
+    from service import audit_export
+
+    monkeypatch.setattr(audit_export, "STREAM_ROWS", 5)
+    store = AuditStore(database)
+    fill(store, seed=4, n_groups=30)
+    chunks = audit_export.export_lines(store, {})
+    first = next(chunks)
+    assert first.count("\n") == 5
+    chunks.close()
+    assert store.engine.pool.checkedout() == 0
+    assert not [t for t in threading.enumerate() if t.name.startswith("assay-export-")]
 
 
 @pytest.mark.postgres
