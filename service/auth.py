@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import sqlite3
+import threading
+import weakref
 from dataclasses import dataclass
 
 import anyio
@@ -58,6 +61,72 @@ def authenticate(store: AuditStore, token: str) -> Caller | None:
     if row is None or row.revoked or not hmac.compare_digest(row.secret_hash, _hash(parts[2])):
         return None
     return Caller(row.key_id, frozenset(row.scopes.split(",")), row.name)
+
+
+# `authenticate_on_loop`'s answer when it could not read the key where it runs (not a SQLite
+# file, or the file busy): the caller then reads it on a worker thread (`authenticate`).
+NOT_READ = object()
+_KEY_SQL = ("SELECT k.secret_hash, k.scopes, k.name, k.revoked, "
+            "EXISTS (SELECT 1 FROM key_revocations r WHERE r.key_id = k.key_id) FROM api_keys k WHERE k.key_id = ?")
+
+
+class _LoopKeyReader:
+    """The key's row read from a SQLite file by a connection of this thread's own (the event
+    loop's), with no wait: WAL readers never wait for the record writer, and a file that is
+    busy anyway (SQLITE_BUSY at once, busy timeout 0) sends the caller to a worker thread.
+    One indexed point read, ~20 us, on every request: a key revoked by any process (CLI, another
+    replica) stops the next request, as it did when the read went through a worker thread."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+            conn.execute("PRAGMA query_only=1")
+            self._local.conn = conn
+        return conn
+
+    def read(self, key_id: str) -> tuple | None:
+        rows = self._connection().execute(_KEY_SQL, (key_id,)).fetchall()  # all: no read left open
+        return rows[0] if rows else None
+
+
+_readers: weakref.WeakKeyDictionary[AuditStore, _LoopKeyReader | None] = weakref.WeakKeyDictionary()
+
+
+def _loop_reader(store: AuditStore) -> _LoopKeyReader | None:
+    try:
+        return _readers[store]
+    except KeyError:
+        pass
+    url = store.engine.url
+    file = url.database if url.get_backend_name() == "sqlite" else None
+    reader = _readers[store] = _LoopKeyReader(file) if file and file != ":memory:" and "mode=memory" not in file \
+        else None
+    return reader
+
+
+def authenticate_on_loop(store: AuditStore, token: str) -> Caller | None | object:
+    """`authenticate` without a thread, where the store is a SQLite file; `NOT_READ` otherwise."""
+    reader = _loop_reader(store)
+    if reader is None:
+        return NOT_READ
+    parts = token.split("_", 2)
+    if len(parts) != 3 or parts[0] != "ak":
+        return None
+    try:
+        found = reader.read(parts[1])
+    except sqlite3.Error:  # busy, or not readable from here: the worker thread's path decides
+        return NOT_READ
+    if found is None:
+        return None
+    secret_hash, scopes, name, revoked, revocation = found
+    if revoked or revocation or not hmac.compare_digest(secret_hash, _hash(parts[2])):
+        return None
+    return Caller(parts[1], frozenset(scopes.split(",")), name)
 
 
 def require_scope(scope: str):
