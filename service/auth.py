@@ -103,9 +103,8 @@ def _loop_reader(store: AuditStore) -> _LoopKeyReader | None:
     except KeyError:
         pass
     url = store.engine.url
-    file = url.database if url.get_backend_name() == "sqlite" else None
-    reader = _readers[store] = _LoopKeyReader(file) if file and file != ":memory:" and "mode=memory" not in file \
-        else None
+    file = url.database if url.get_backend_name() == "sqlite" and not url.query.get("uri") else None
+    reader = _readers[store] = _LoopKeyReader(file) if file and file != ":memory:" else None
     return reader
 
 
