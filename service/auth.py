@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -80,14 +81,31 @@ class _LoopKeyReader:
     def __init__(self, path: str) -> None:
         self.path = path
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._opened: list[sqlite3.Connection] = []
+        self._closed = False
 
     def _connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA query_only=1")
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise sqlite3.ProgrammingError("the store is closed")
+                self._opened.append(conn)
             self._local.conn = conn
         return conn
+
+    def close(self) -> None:
+        """Close every connection (the store is closing: SQLite then folds the WAL into the file
+        when its last connection closes, as before these reads)."""
+        with self._lock:
+            self._closed, opened, self._opened = True, self._opened, []
+        for conn in opened:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
     def read(self, key_id: str) -> tuple | None:
         rows = self._connection().execute(_KEY_SQL, (key_id,)).fetchall()  # all: no read left open
@@ -106,6 +124,14 @@ def _loop_reader(store: AuditStore) -> _LoopKeyReader | None:
     file = url.database if url.get_backend_name() == "sqlite" and not url.query.get("uri") else None
     reader = _readers[store] = _LoopKeyReader(file) if file and file != ":memory:" else None
     return reader
+
+
+def close_key_readers(store: AuditStore) -> None:
+    """`AuditStore.close`: the loop's key reads end here (later ones go through a worker thread)."""
+    reader = _readers.get(store)
+    _readers[store] = None
+    if reader is not None:
+        reader.close()
 
 
 def authenticate_on_loop(store: AuditStore, token: str) -> Caller | None | object:
