@@ -49,6 +49,9 @@ class ResidentSpec:
     max_requests: int = 500
     # How long a caller waits for a busy server before paying for a fresh process.
     wait_s: float = 2.0
+    # The target answers `{"parts": [...], "id": n}` with one answer frame per part, then a closing
+    # one (`CallSession.request_parts`): `answer_all` then sends a server several requests at once.
+    parts: bool = False
 
 
 @dataclass
@@ -90,6 +93,29 @@ class ResidentServers:
         served.requests += 1
         self._give_back(served)
         return value
+
+    def request_parts(self, payloads: list[Any], timeout_s: float) -> tuple[list[Any], CallEnded | None] | None:
+        """Several payloads in one message to one server (`CallSession.request_parts`, where the
+        backend's sessions have it): the answers that came, in order, and what ended the server
+        before the rest (it is then dropped), or None when no server took them."""
+        served = self._take()
+        if served is None:
+            return None
+        parts = getattr(served.session, "request_parts", None)
+        if parts is None:
+            self._give_back(served)
+            return None
+        try:
+            answers, ended = parts(payloads, timeout_s)
+        except SandboxError:
+            self._drop(served)
+            return None
+        served.requests += len(payloads)
+        if ended is None:
+            self._give_back(served)
+        else:
+            self._drop(served)
+        return answers, ended
 
     def warm(self) -> None:
         """Open every server now, all at once, so that no request waits for one to start.
@@ -280,7 +306,7 @@ def answer_all(sandbox: Sandbox, spec: ResidentSpec, requests: Sequence[Any], *,
     pending = list(range(len(requests)))
     if warm:
         servers = resident_servers(sandbox, spec)
-        rest = []
+        rest, pending = _in_one_message(servers, requests, pending, answers, timeout_s)
         for index in pending:
             try:
                 value = servers.request(requests[index], timeout_s=timeout_s)
@@ -298,6 +324,31 @@ def answer_all(sandbox: Sandbox, spec: ResidentSpec, requests: Sequence[Any], *,
         session = sandbox.open(spec.target, None, fresh_limits(len(pending)), pool=fresh_pool, preload=spec.preload)
         pending = _answer_in(session, requests, pending, answers, timeout_s)
     return answers  # type: ignore[return-value]
+
+
+def _in_one_message(servers: ResidentServers, requests: Sequence[Any], pending: list[int],
+                    answers: list[Answer | None], timeout_s: float) -> tuple[list[int], list[int]]:
+    """Several requests to one resident server in one message, each still with its own time
+    budget. Returns (requests for a fresh process, requests for the servers one at a time):
+    after a part timed out or ended the server, the parts after it go on as single requests."""
+    if len(pending) < 2 or not servers.spec.parts:
+        return [], pending
+    got = servers.request_parts([requests[i] for i in pending], timeout_s)
+    if got is None:
+        return [], pending
+    values, ended = got
+    fresh = [index for index, value in zip(pending, values, strict=False) if value is None]  # too big to send back
+    for index, value in zip(pending, values, strict=False):
+        if value is not None:
+            answers[index] = Answer(value)
+    left = pending[len(values):]
+    if isinstance(ended, RequestTimeout) and left:
+        answers[left[0]] = Answer(timed_out=ended)
+        left = left[1:]
+    elif ended is not None and left:  # the server died on this part (its own limits may have ended it): afresh
+        fresh.append(left[0])
+        left = left[1:]
+    return fresh, left
 
 
 def _answer_in(session: CallSession, requests: Sequence[Any], pending: list[int],

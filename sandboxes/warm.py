@@ -439,6 +439,30 @@ class WorkerCallSession(CallSession):
                 self._pump(None)
                 raise RequestTimeout(self._done) from None
 
+    def request_parts(self, messages: list[Any], timeout_s: float) -> tuple[list[Any], CallEnded | None]:
+        """Several requests in one message, `{"parts": [...], "id": n}`, to a function that answers
+        each part with an answer frame of its own, in order, then closes with one more
+        (verifiers/math/inside/check.py). Each part gets `timeout_s` from the answer before it
+        (the first from the send): a hang costs one timeout, as with one request at a time.
+        Returns the answers that came, in order, and what ended the call before the rest (a
+        RequestTimeout: the part after the last answer ran out of time; CallEnded: it died), or None."""
+        with self._lock, self._guarded():
+            if self._done is not None:
+                return [], CallEnded(self._done)
+            request_id = next(self._ids)
+            self._send({"t": "req", "id": request_id, "body": {"parts": messages, "id": request_id}})
+            answers: list[Any] = []
+            try:
+                while len(answers) <= len(messages):  # the parts' answers, then the closing one
+                    answers.append(self._pump(request_id, time.monotonic() + timeout_s))
+            except WorkerTimeout:
+                self._send({"t": "abort"})
+                self._pump(None)
+                return answers, RequestTimeout(self._done)
+            except CallEnded as exc:
+                return answers, exc
+            return answers[:-1], None
+
     def wait(self) -> CallResult:
         with self._lock, self._guarded():
             self._pump(None)

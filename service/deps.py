@@ -1,6 +1,9 @@
 """What routes need, by dependency injection: one getter per resource (reading `app.state`
 here and nowhere else in the routes), each with an `Annotated` alias. A route's signature
-is its list of needs; a test swaps one with `app.dependency_overrides[get_x]`."""
+is its list of needs; a test swaps one with `app.dependency_overrides[get_x]`.
+
+The getters are `async def` although they only read an attribute: FastAPI runs a plain `def`
+dependency in its thread pool, a hop to a worker thread and back on every request."""
 
 from __future__ import annotations
 
@@ -19,35 +22,35 @@ from service.signing import Signer
 from service.store import AuditStore
 
 
-def get_pipeline(request: Request) -> Pipeline:
+async def get_pipeline(request: Request) -> Pipeline:
     return request.app.state.pipeline
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.pipeline.settings
 
 
-def get_store(request: Request) -> AuditStore:
+async def get_store(request: Request) -> AuditStore:
     return request.app.state.store
 
 
-def get_executor(request: Request) -> Executor:
+async def get_executor(request: Request) -> Executor:
     return request.app.state.pipeline.executor
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
-def get_env_sessions(request: Request) -> EnvSessionStore:
+async def get_env_sessions(request: Request) -> EnvSessionStore:
     return request.app.state.env_sessions
 
 
-def get_alarm_sink(request: Request) -> AlarmSink:
+async def get_alarm_sink(request: Request) -> AlarmSink:
     return request.app.state.alarm_sink
 
 
-def get_signer(request: Request) -> Signer:
+async def get_signer(request: Request) -> Signer:
     return request.app.state.signer
 
 

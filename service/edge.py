@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.auth import CALLER_SCOPE_KEY, Caller, authenticate
+from service.auth import CALLER_SCOPE_KEY, NOT_READ, Caller, authenticate, authenticate_on_loop
 from service.validation import RequestLimits, request_limits
 
 # A JSON string, escapes included (the unrolled form: no backtracking on long strings).
@@ -111,7 +111,9 @@ class EdgeGuard:
         if token is None:
             raise _Refused(401, "missing API key: send `Authorization: Bearer <key>`", {"WWW-Authenticate": "Bearer"})
         store = scope["app"].state.store
-        caller = await anyio.to_thread.run_sync(authenticate, store, token)
+        caller = authenticate_on_loop(store, token)  # a SQLite point read, no thread hop
+        if caller is NOT_READ:
+            caller = await anyio.to_thread.run_sync(authenticate, store, token)
         if caller is None:
             raise _Refused(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
         return caller

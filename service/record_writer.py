@@ -21,10 +21,11 @@ as itself, since the engine reads it as "a concurrent retry of the same request 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -95,6 +96,9 @@ class RecordWriter:
         self.requests_written = 0
         # Task hashes of blobs committed by this writer: a task's next requests skip its blob's insert.
         self._stored_blobs: set[str] = set()
+        # The writer thread's own connection, kept between transactions (no pool checkout, reset
+        # and checkin per commit); dropped after any failure and opened again for the next one.
+        self._conn: Connection | None = None
 
     # ------------------------------------------------------------------ callers
 
@@ -134,7 +138,31 @@ class RecordWriter:
 
     # ------------------------------------------------------------------ writer thread
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """One transaction on the writer's connection (committed when the block ends)."""
+        if self._conn is None:
+            self._conn = self.engine.connect()
+        try:
+            with self._conn.begin():
+                yield self._conn
+        except BaseException:
+            self._drop_connection()
+            raise
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self._drop_connection()
+
+    def _serve(self) -> None:
         while True:
             first = self._queue.get()
             if first is _STOP:
@@ -189,7 +217,7 @@ class RecordWriter:
                 lane.index, lane.prev = self.chains.read_head(lane)
             if rows:
                 lane.link(rows)
-            with self.engine.begin() as conn:
+            with self._transaction() as conn:
                 _insert(conn, batch, self._stored_blobs)
         except Exception as exc:  # noqa: BLE001 - retried one request at a time, where it is told apart
             if len(batch) == 1 and not isinstance(exc, IntegrityError):
@@ -226,7 +254,7 @@ class RecordWriter:
             if pending.rows:
                 lane.link(pending.rows)
             try:
-                with self.engine.begin() as conn:
+                with self._transaction() as conn:
                     _insert(conn, [pending], self._stored_blobs)
             except IntegrityError:
                 head = self.chains.read_head(lane)

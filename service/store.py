@@ -123,6 +123,8 @@ class AuditStore:
         ones; close the connections."""
         self.records_writer.close()
         self.chains.sign_all()
+        from service.auth import close_key_readers  # the event loop's own key reads (service/auth.py)
+        close_key_readers(self)
         self.engine.dispose()
 
     def record(self, record_id: str) -> RecordRow | None:

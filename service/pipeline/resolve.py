@@ -52,6 +52,10 @@ class Resolved:
         return self._hidden_text.scrub(shown, response)
 
     def blob(self) -> TaskBlobRow:
+        return self._blob  # read only by the record writer: one per task, not one per request
+
+    @cached_property
+    def _blob(self) -> TaskBlobRow:
         return TaskBlobRow(task_hash=self.task_hash, verifier=self.verifier.name, task=self.raw)
 
 

@@ -25,11 +25,12 @@ DEFAULT_MEMORY_MB = 1024
 # More final answers than any task asks for: a hedge, refused before parsing.
 MAX_CANDIDATES = 64
 # Parsing answers runs only our own parser (no eval) on data, so warm sessions may judge
-# answer after answer; each answer still gets its own time budget.
+# answer after answer; each answer still gets its own time budget. A group's answers go to a
+# session in one message (`parts`) and come back one frame each, each timed on its own.
 SESSIONS = ResidentSpec(TARGET, "math_serve", PRELOAD,
                         Limits(wall_s=300, cpu_s=240, memory_mb=DEFAULT_MEMORY_MB, processes=4,
                                output_bytes=64_000, file_size_mb=1, open_files=64, scratch_mb=4),
-                        max_age_s=60, max_requests=2000, wait_s=0.5)
+                        max_age_s=60, max_requests=2000, wait_s=0.5, parts=True)
 
 
 # (response index, request to the judge, evidence so far)
