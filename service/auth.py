@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from service.errors import Forbidden, Unauthenticated
-from service.store import AuditStore
+from service.store import KEY_QUERY, AuditStore
 
 SCOPES = ("reward", "audit", "review", "admin")
 # Where the ASGI guard (service/edge.py) leaves the caller it authenticated before the body was read.
@@ -54,21 +55,32 @@ def create_key(store: AuditStore, scopes: list[str], name: str | None = None) ->
     return f"ak_{key_id}_{secret}"
 
 
-def authenticate(store: AuditStore, token: str) -> Caller | None:
+def _split(token: str) -> tuple[str, str] | None:
+    """(key id, secret) of a token `ak_<id>_<secret>`; None for anything else."""
     parts = token.split("_", 2)
-    if len(parts) != 3 or parts[0] != "ak":
+    return (parts[1], parts[2]) if len(parts) == 3 and parts[0] == "ak" else None
+
+
+def _caller(key_id: str, secret: str, secret_hash: str, scopes: str, name: str | None, revoked: bool) -> Caller | None:
+    """The one rule for a stored key: not revoked and the secret's hash matches."""
+    if revoked or not hmac.compare_digest(secret_hash, _hash(secret)):
         return None
-    row = store.key(parts[1])
-    if row is None or row.revoked or not hmac.compare_digest(row.secret_hash, _hash(parts[2])):
+    return Caller(key_id, frozenset(scopes.split(",")), name)
+
+
+def authenticate(store: AuditStore, token: str) -> Caller | None:
+    split = _split(token)
+    row = store.key(split[0]) if split else None
+    if split is None or row is None:
         return None
-    return Caller(row.key_id, frozenset(row.scopes.split(",")), row.name)
+    return _caller(row.key_id, split[1], row.secret_hash, row.scopes, row.name, row.revoked)
 
 
 # `authenticate_on_loop`'s answer when it could not read the key where it runs (not a SQLite
 # file, or the file busy): the caller then reads it on a worker thread (`authenticate`).
 NOT_READ = object()
-_KEY_SQL = ("SELECT k.secret_hash, k.scopes, k.name, k.revoked, "
-            "EXISTS (SELECT 1 FROM key_revocations r WHERE r.key_id = k.key_id) FROM api_keys k WHERE k.key_id = ?")
+# The store's own key query (one definition), compiled once for the loop's sqlite3 connection.
+_KEY_SQL = str(KEY_QUERY.compile(dialect=sqlite_dialect()))
 
 
 class _LoopKeyReader:
@@ -107,9 +119,10 @@ class _LoopKeyReader:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
 
-    def read(self, key_id: str) -> tuple | None:
-        rows = self._connection().execute(_KEY_SQL, (key_id,)).fetchall()  # all: no read left open
-        return rows[0] if rows else None
+    def read(self, key_id: str) -> dict | None:
+        cursor = self._connection().execute(_KEY_SQL, (key_id,))
+        rows = cursor.fetchall()  # all: no read left open
+        return dict(zip([c[0] for c in cursor.description], rows[0], strict=True)) if rows else None
 
 
 _readers: weakref.WeakKeyDictionary[AuditStore, _LoopKeyReader | None] = weakref.WeakKeyDictionary()
@@ -139,19 +152,17 @@ def authenticate_on_loop(store: AuditStore, token: str) -> Caller | None | objec
     reader = _loop_reader(store)
     if reader is None:
         return NOT_READ
-    parts = token.split("_", 2)
-    if len(parts) != 3 or parts[0] != "ak":
+    split = _split(token)
+    if split is None:
         return None
     try:
-        found = reader.read(parts[1])
+        found = reader.read(split[0])
     except sqlite3.Error:  # busy, or not readable from here: the worker thread's path decides
         return NOT_READ
     if found is None:
         return None
-    secret_hash, scopes, name, revoked, revocation = found
-    if revoked or revocation or not hmac.compare_digest(secret_hash, _hash(parts[2])):
-        return None
-    return Caller(parts[1], frozenset(scopes.split(",")), name)
+    return _caller(split[0], split[1], found["secret_hash"], found["scopes"], found["name"],
+                   bool(found["revoked"] or found["revocation"]))
 
 
 def require_scope(scope: str):

@@ -355,7 +355,7 @@ class AuditStore:
         """The key, with `revoked` set when it was ever revoked (column or revocation row).
         One Core query on every authenticated request (a revocation in another process counts at once)."""
         with self.engine.connect() as conn:
-            found = conn.execute(_KEY_QUERY, {"key_id": key_id}).first()
+            found = conn.execute(KEY_QUERY, {"key_id": key_id}).first()
         if found is None:
             return None
         values = found._asdict()
@@ -376,7 +376,7 @@ class AuditStore:
 
 
 # Built once: constructing a statement costs more than running it (service/auth.py runs it per request).
-_KEY_QUERY = (select(ApiKeyRow.__table__,
+KEY_QUERY = (select(ApiKeyRow.__table__,
                      exists().where(KeyRevocationRow.key_id == ApiKeyRow.key_id).label("revocation"))
               .where(ApiKeyRow.key_id == bindparam("key_id")))
 
