@@ -359,6 +359,7 @@ class Channel:
         self._fd = fd
         self._nonce = nonce
         self._next_id = 0
+        self._early: list[dict] = []  # frames read while waiting for another
 
     def send(self, frame: dict) -> None:
         """FrameError, and nothing sent, when the frame is over the channel's limits."""
@@ -366,23 +367,34 @@ class Channel:
 
     def ask(self, body: object) -> object:
         """Send `body` to the host's message handler and return its answer."""
+        return self.ask_soon(body)()
+
+    def ask_soon(self, body: object):
+        """Send `body` to the host's message handler now; the function returned waits for
+        its answer (the job works on meanwhile)."""
         self._next_id += 1
         ask_id = self._next_id
         self.send({"t": "ask", "id": ask_id, "body": body})
-        while True:
-            frame = read_frame(self._fd)
-            if frame.get("t") == "ans" and frame.get("id") == ask_id:
-                return frame.get("body")
+        return lambda: self._wait(lambda f: f.get("t") == "ans" and f.get("id") == ask_id).get("body")
 
     def limit_scratch(self, size_mb: int) -> bool:
         """Ask the supervisor to shrink the job's scratch to `size_mb` from here on (a job
         that compiles, then runs a program under a smaller scratch). Only ever smaller;
         False where it could not be done (more than that is in use)."""
         self.send({"t": "scratch", "mb": int(size_mb)})
+        return self._wait(lambda f: f.get("t") == "scratch").get("ok") is True
+
+    def _wait(self, wanted) -> dict:
+        for frame in self._early:
+            if wanted(frame):
+                self._early.remove(frame)
+                return frame
         while True:
             frame = read_frame(self._fd)
-            if frame.get("t") == "scratch":
-                return frame.get("ok") is True
+            if wanted(frame):
+                return frame
+            if frame.get("t") in ("ans", "scratch"):
+                self._early.append(frame)
 
     def serve(self, handler) -> None:
         """Answer the host's requests with `handler(body)` until the host says finish."""

@@ -360,14 +360,14 @@ def compile_and_run(sandbox: Sandbox, task: CodeTask, source: str, plan: Plan,
     first = batches[0] if batches else []
     compiled: Compiled | None = None
     try:
-        compiled, result, value, offset = _build_and_run(sandbox, task, language, main, argv, source, key, first,
+        compiled, result, value = _build_and_run(sandbox, task, language, main, argv, source, key, first,
                                                          len(batches) > 1, cpu, wall)
     finally:
         CACHE.finish(key, gate, compiled, compiled is not None)
     if compiled.error:
         return compiled, True, []
     checker = checker_for()
-    runs, ended = _until_end(task, _judge_batch(sandbox, task, language, checker, first, cpu, result, value, offset)
+    runs, ended = _until_end(task, _judge_batch(sandbox, task, language, checker, first, cpu, result, value)
                              if first else [])
     if ended:
         return compiled, True, runs
@@ -384,9 +384,9 @@ def compile_and_run(sandbox: Sandbox, task: CodeTask, source: str, plan: Plan,
 
 def _build_and_run(sandbox: Sandbox, task: CodeTask, language: Language, main: str, argv: list[str], source: str,
                    key: str, batch: Plan, keep: bool, cpu: float, wall: float
-                   ) -> tuple[Compiled, CallResult, dict[str, Any], int]:
-    """The one job (inside/build.py): (the program, the job's result, the runner's report,
-    where the cases' outputs start on its stdout)."""
+                   ) -> tuple[Compiled, CallResult, dict[str, Any]]:
+    """The one job (inside/build.py): (the program, the job's result with the cases'
+    outputs on its stdout, the runner's report)."""
     comp = compile_limits(language)
     run = batch_limits(task, language, cpu, wall, len(batch))
     run_payload = _cases_payload(task, language, Compiled(language.name, main), batch, cpu, wall)
@@ -423,15 +423,16 @@ def _build_and_run(sandbox: Sandbox, task: CodeTask, language: Language, main: s
     else:
         compiled = _compiled_from(language, main, report, None, float(report.get("cpu_s") or 0.0),
                                   float(report.get("wall_s") or 0.0))
-    offset = 0
     if not compiled.error and isinstance(value.get("kept"), list) and value["kept"]:
-        offset = sum(int(size) for _, size in value["kept"])
-        compiled.artifacts = _split_artifacts(value["kept"], result.stdout[:offset])
+        # The program, after the cases' outputs.
+        size = sum(int(size) for _, size in value["kept"])
+        compiled.artifacts = _split_artifacts(value["kept"], result.stdout[len(result.stdout) - size:])
+        result.stdout = result.stdout[:len(result.stdout) - size]
     if not compiled.error:
         # What the runs used, without the compile's share of the job.
         result.cpu_s = max(result.cpu_s - compiled.cpu_s, 0.0)
         result.wall_s = max(result.wall_s - compiled.wall_s, 0.0)
-    return compiled, result, value, offset
+    return compiled, result, value
 
 
 def _until_end(task: CodeTask, runs: list[TestRun]) -> tuple[list[TestRun], bool]:
@@ -484,15 +485,16 @@ def _run_batch(sandbox: Sandbox, task: CodeTask, language: Language, compiled: C
     result = sandbox.call(wire.NATIVE_CASES, payload, batch_limits(task, language, cpu, wall, len(batch)),
                           pool=RUN_POOL, preload=wire.NATIVE_PRELOAD)
     value = result.value if result.returned and isinstance(result.value, dict) else {}
-    return _judge_batch(sandbox, task, language, checker, batch, cpu, result, value, 0)
+    return _judge_batch(sandbox, task, language, checker, batch, cpu, result, value)
 
 
 def _judge_batch(sandbox: Sandbox, task: CodeTask, language: Language, checker: Compiled | None, batch: Plan,
-                 cpu: float, result: CallResult, value: dict[str, Any], offset: int) -> list[TestRun]:
+                 cpu: float, result: CallResult, value: dict[str, Any]) -> list[TestRun]:
     """The cases of a batch from the runner's reports; their outputs follow each other on
-    the job's stdout from `offset`."""
+    the job's stdout."""
     reports = value.get("cases") if isinstance(value.get("cases"), list) else []
     runs: list[TestRun] = []
+    offset = 0
     for (name, hidden, case), report in zip(batch, reports, strict=False):
         if not isinstance(report, dict):
             break
