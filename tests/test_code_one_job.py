@@ -2,8 +2,8 @@
 yet each step keeps the limits it had as a job of its own: the compiler the compile's, each
 case the run job's (processes, file size, open files, and on the process backend a 64 MB
 scratch), though the job's own limits are the wider of the two. Written after the change;
-each probe was checked against the runner with the per-case limits left out (see
-docs/benchmarks.md, langs4), where it failed.
+each probe was checked against the runner with the per-case limits and the scratch shrink
+left out, where all four failed.
 
 The probe prints what the limits let it do; every case expects what a run job allowed, so
 only a run under the run job's limits earns the reward."""
