@@ -111,6 +111,7 @@ CLONE_NEWPID = 0x20000000
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_DUMPABLE = 4
@@ -191,6 +192,11 @@ class Isolation:
     def wall_in_job(self) -> None:
         """In the job, before its code: what this mode adds to rlimits and a session."""
 
+    def limit_scratch(self, size_mb: int) -> bool:
+        """In the supervisor, at the job's request: shrink its scratch (only where this
+        mode sizes a scratch per job: namespaces; elsewhere nothing to do)."""
+        return True
+
     def after_job_exit(self, pid: int) -> None:
         """In the supervisor, once the job's main process exited: end what it started.
         Only the job's process group: a `setsid` escapee survives (unsafe)."""
@@ -239,7 +245,19 @@ class NamespaceIsolation(Isolation):
         scratch_mb = int(limits.get("scratch_mb", DEFAULT_SCRATCH_MB))
         _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=0755")
         os.mkdir(SCRATCH, 0o755)
+        self.scratch_mb = scratch_mb
         return SCRATCH
+
+    def limit_scratch(self, size_mb: int) -> bool:
+        if size_mb >= self.scratch_mb:
+            return True
+        # The same superblock as the job's /tmp (one mount namespace), owned by this user
+        # namespace, which the job holds no capability in: it cannot grow it back.
+        flags = MS_REMOUNT | MS_NOSUID | MS_NODEV
+        if _libc.mount(b"tmpfs", b"/tmp", b"tmpfs", flags, f"size={size_mb}m".encode()) != 0:
+            return False  # more than that is in use
+        self.scratch_mb = size_mb
+        return True
 
     def wall_in_job(self) -> None:
         # A fresh procfs cannot be mounted under bwrap's partly read-only /proc, so the
@@ -341,6 +359,7 @@ class Channel:
         self._fd = fd
         self._nonce = nonce
         self._next_id = 0
+        self._early: list[dict] = []  # frames read while waiting for another
 
     def send(self, frame: dict) -> None:
         """FrameError, and nothing sent, when the frame is over the channel's limits."""
@@ -348,13 +367,34 @@ class Channel:
 
     def ask(self, body: object) -> object:
         """Send `body` to the host's message handler and return its answer."""
+        return self.ask_soon(body)()
+
+    def ask_soon(self, body: object):
+        """Send `body` to the host's message handler now; the function returned waits for
+        its answer (the job works on meanwhile)."""
         self._next_id += 1
         ask_id = self._next_id
         self.send({"t": "ask", "id": ask_id, "body": body})
+        return lambda: self._wait(lambda f: f.get("t") == "ans" and f.get("id") == ask_id).get("body")
+
+    def limit_scratch(self, size_mb: int) -> bool:
+        """Ask the supervisor to shrink the job's scratch to `size_mb` from here on (a job
+        that compiles, then runs a program under a smaller scratch). Only ever smaller;
+        False where it could not be done (more than that is in use)."""
+        self.send({"t": "scratch", "mb": int(size_mb)})
+        return self._wait(lambda f: f.get("t") == "scratch").get("ok") is True
+
+    def _wait(self, wanted) -> dict:
+        for frame in self._early:
+            if wanted(frame):
+                self._early.remove(frame)
+                return frame
         while True:
             frame = read_frame(self._fd)
-            if frame.get("t") == "ans" and frame.get("id") == ask_id:
-                return frame.get("body")
+            if wanted(frame):
+                return frame
+            if frame.get("t") in ("ans", "scratch"):
+                self._early.append(frame)
 
     def serve(self, handler) -> None:
         """Answer the host's requests with `handler(body)` until the host says finish."""
@@ -793,9 +833,17 @@ class JobSupervisor:
         """Relay or keep one frame of the job; FrameError (the job's violation) for a
         forged one, and for one over the limits once re-encoded here."""
         kind = frame.get("t")
-        if frame.get("n") != self.nonce or kind not in ("ask", "ans", "result", "raised"):
+        if frame.get("n") != self.nonce or kind not in ("ask", "ans", "result", "raised", "scratch"):
             raise FrameError("forged frame")
-        if kind in ("ask", "ans"):
+        if kind == "scratch":
+            size_mb = frame.get("mb")
+            if type(size_mb) is not int or size_mb < 1:
+                raise FrameError("a scratch size that is not a positive integer")
+            if self.chan_open:
+                self.to_job.queue({"t": "scratch", "n": self.nonce, "ok": self.isolation.limit_scratch(size_mb)})
+                with contextlib.suppress(OSError):
+                    self.to_job.flush()
+        elif kind in ("ask", "ans"):
             ask_id = frame.get("id")
             if type(ask_id) is not int or not 0 <= ask_id < MAX_ASK_ID:
                 raise FrameError("a frame id that is not a small integer")

@@ -20,6 +20,7 @@ import re
 import signal
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,8 @@ CASE_END_S = 2.5
 RUNNER_CPU_PER_CASE_S = 0.2
 # Compiled programs kept for identical sources, in bytes of artifacts.
 CACHE_BYTES = 256 * 1024 * 1024
+# Sources compiled once whose program stayed in its sandbox (see _CompileCache).
+SEEN_KEYS = 65536
 _POINTS = re.compile(rb"^\s*points\s+([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", re.MULTILINE)
 # The kinds the runs report, for flags.
 NATIVE_FLAGS = frozenset({"runtime:process_limit"})
@@ -89,7 +92,13 @@ class Compiled:
 
 class _CompileCache:
     """Compiled programs by (language, source): one compile per distinct source, even
-    when a group's identical responses arrive at once (the others wait for the first)."""
+    when a group's identical responses arrive at once (the others wait for the first).
+
+    A response compiled and run in one job (`compile_and_run`) keeps its program in the
+    sandbox unless the host asks for it back: it is asked for when another response of the
+    same source waits here, or when that source was seen before (`wanted`); a source seen
+    once is remembered as such (`seen`, bounded), so that its next response brings the
+    program back and the ones after it find it here."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -97,31 +106,71 @@ class _CompileCache:
         self.bytes = 0
         self.lock = threading.Lock()
         self.building: dict[str, threading.Lock] = {}
+        self.waiting: dict[str, int] = {}
+        self.seen: OrderedDict[str, None] = OrderedDict()
         self.compiles = 0  # compiles actually run (for tests and benchmarks)
 
-    def get(self, key: str, build: Any) -> tuple[Compiled, bool]:
-        """(the compiled program, whether this call compiled it)."""
+    def claim(self, key: str) -> tuple[Compiled | None, threading.Lock | None]:
+        """(the cached program, None), or (None, the key's gate, held: build, then `finish`)."""
         with self.lock:
             found = self.entries.get(key)
             if found is not None:
                 self.entries.move_to_end(key)
-                return found, False
+                return found, None
             gate = self.building.setdefault(key, threading.Lock())
-        with gate:
-            with self.lock:
-                found = self.entries.get(key)
-                if found is not None:
-                    return found, False
-            compiled = build()
-            with self.lock:
-                self.compiles += 1
-                self.building.pop(key, None)
+            self.waiting[key] = self.waiting.get(key, 0) + 1
+        gate.acquire()
+        with self.lock:
+            self.waiting[key] -= 1
+            if not self.waiting[key]:
+                del self.waiting[key]
+            found = self.entries.get(key)
+        if found is not None:
+            self._release(key, gate)
+            return found, None
+        return None, gate
+
+    def wanted(self, key: str) -> bool:
+        """Whether a program compiled for `key` should come back to be kept here."""
+        with self.lock:
+            return key in self.waiting or key in self.seen
+
+    def finish(self, key: str, gate: threading.Lock, compiled: Compiled | None, compiled_here: bool) -> None:
+        """Keep `compiled` when it can serve the next response (artifacts, or a compile
+        error); otherwise remember that the source was seen. Then let the waiting in."""
+        with self.lock:
+            self.compiles += compiled_here
+            if compiled is not None and (compiled.artifacts or compiled.error):
+                self.seen.pop(key, None)
                 self.entries[key] = compiled
                 self.bytes += compiled.size()
                 while self.bytes > self.max_bytes and len(self.entries) > 1:
                     _, old = self.entries.popitem(last=False)
                     self.bytes -= old.size()
-            return compiled, True
+            elif compiled_here:
+                self.seen[key] = None
+                while len(self.seen) > SEEN_KEYS:
+                    self.seen.popitem(last=False)
+        self._release(key, gate)
+
+    def _release(self, key: str, gate: threading.Lock) -> None:
+        with self.lock:
+            if key not in self.waiting and self.building.get(key) is gate:
+                del self.building[key]
+        gate.release()
+
+    def get(self, key: str, build: Any) -> tuple[Compiled, bool]:
+        """(the compiled program, whether this call compiled it)."""
+        found, gate = self.claim(key)
+        if found is not None:
+            return found, False
+        assert gate is not None
+        compiled = None
+        try:
+            compiled = build()
+        finally:
+            self.finish(key, gate, compiled, compiled is not None)
+        return compiled, True
 
 
 CACHE = _CompileCache(CACHE_BYTES)
@@ -145,11 +194,23 @@ def compile_program(sandbox: Sandbox, language_name: str, source: str,
     `testlib`: a C/C++ checker, compiled with the vendored testlib.h on its include path
     (verifiers/code/inside/testlib/), so that a testlib checker compiles unchanged."""
     language = _language(language_name)
+    main, argv, key = _compile_key(language, source, testlib)
+    testlib = testlib and language.name in ("c", "cpp")
+    return CACHE.get(key, lambda: _compile(sandbox, language, main, argv, source, testlib))
+
+
+def _compile_key(language: Language, source: str, testlib: bool = False) -> tuple[str, list[str] | None, str]:
+    """(the main name, the compile command, the cache key) of a source."""
     main = main_name(language, source)
     argv = fill(language.compile, main=main) if language.compile else None
     testlib = testlib and language.name in ("c", "cpp")
-    key = hashlib.sha256(json.dumps([language.name, main, argv, testlib, source]).encode()).hexdigest()
-    return CACHE.get(key, lambda: _compile(sandbox, language, main, argv, source, testlib))
+    return main, argv, hashlib.sha256(json.dumps([language.name, main, argv, testlib, source]).encode()).hexdigest()
+
+
+def _compile_payload(language: Language, main: str, argv: list[str], source: str, testlib: bool) -> dict[str, Any]:
+    return {"files": {language.source.format(main=main): source}, "argv": argv,
+            "env": fill_env(language.compile_env), "artifacts": list(fill(language.artifacts, main=main)),
+            "wall_s": COMPILE_WALL_S, "testlib": testlib, "needs_own_exe": language.needs_own_exe}
 
 
 def _compile(sandbox: Sandbox, language: Language, main: str, argv: list[str] | None, source: str,
@@ -157,16 +218,24 @@ def _compile(sandbox: Sandbox, language: Language, main: str, argv: list[str] | 
     filename = language.source.format(main=main)
     if argv is None:
         return Compiled(language.name, main, {filename: base64.b64encode(source.encode()).decode()})
-    payload = {"files": {filename: source}, "argv": argv, "env": fill_env(language.compile_env),
-               "artifacts": list(fill(language.artifacts, main=main)), "wall_s": COMPILE_WALL_S,
-               "testlib": testlib, "needs_own_exe": language.needs_own_exe}
+    payload = _compile_payload(language, main, argv, source, testlib)
     result = sandbox.call(wire.NATIVE_COMPILE, payload, compile_limits(language), pool=COMPILE_POOL,
                           preload=wire.NATIVE_PRELOAD)
     value = result.value if result.returned and isinstance(result.value, dict) else None
-    compiled = Compiled(language.name, main, cpu_s=result.cpu_s, wall_s=result.wall_s)
+    compiled = _compiled_from(language, main, value, result.killed_by, result.cpu_s, result.wall_s)
+    if not compiled.error:
+        compiled.artifacts = _split_artifacts(value["artifacts"], result.stdout)  # type: ignore[index]
+    return compiled
+
+
+def _compiled_from(language: Language, main: str, value: dict[str, Any] | None, killed_by: str | None,
+                   cpu_s: float, wall_s: float) -> Compiled:
+    """A compile's outcome from the compiler's report (None: there was none), without its
+    artifacts; raise SandboxError when the toolchain itself failed."""
+    compiled = Compiled(language.name, main, cpu_s=cpu_s, wall_s=wall_s)
     if value is None:
         # The compile job ended without a report: its limits, or the compiler's doing.
-        compiled.error = _compile_limit_reason(result.killed_by) or "the compiler ended abnormally"
+        compiled.error = _compile_limit_reason(killed_by) or "the compiler ended abnormally"
         return compiled
     compiled.message = _clean_message(str(value.get("message", "")))
     if value.get("killed_by"):
@@ -191,8 +260,6 @@ def _compile(sandbox: Sandbox, language: Language, main: str, argv: list[str] | 
             compiled.error = "compilation failed"
     elif not value.get("artifacts"):
         compiled.error = "compilation produced no program"
-    else:
-        compiled.artifacts = _split_artifacts(value["artifacts"], result.stdout)
     return compiled
 
 
@@ -275,6 +342,108 @@ def _batches(task: CodeTask, plan: Plan) -> list[Plan]:
     return batches
 
 
+def compile_and_run(sandbox: Sandbox, task: CodeTask, source: str, plan: Plan,
+                    checker_for: Callable[[], Compiled | None]) -> tuple[Compiled, bool, list[TestRun]]:
+    """A response's program and its runs: (the program, whether this call compiled it,
+    the cases' runs; none when it did not compile). A source not compiled before compiles
+    and runs its first batch of cases in ONE job (inside/build.py: the program stays in the
+    sandbox, unless the cache wants it back); one compiled before runs from the cache.
+    `checker_for()`: the task's checker, asked for once the program compiled."""
+    language = _language(task.language)
+    main, argv, key = _compile_key(language, source)
+    found, gate = CACHE.claim(key)
+    if found is not None:
+        return found, False, [] if found.error else run_cases(sandbox, task, found, checker_for(), plan)
+    assert gate is not None and argv is not None
+    cpu, wall = time_limits(task, language)
+    batches = _batches(task, plan)
+    first = batches[0] if batches else []
+    compiled: Compiled | None = None
+    try:
+        compiled, result, value = _build_and_run(sandbox, task, language, main, argv, source, key, first,
+                                                         len(batches) > 1, cpu, wall)
+    finally:
+        CACHE.finish(key, gate, compiled, compiled is not None)
+    if compiled.error:
+        return compiled, True, []
+    checker = checker_for()
+    runs, ended = _until_end(task, _judge_batch(sandbox, task, language, checker, first, cpu, result, value)
+                             if first else [])
+    if ended:
+        return compiled, True, runs
+    rest = plan[len(runs):]
+    if rest:
+        # Cases left (more batches, or the job ended early with partial credit): from the
+        # cache, compiled again there only where the program stayed in its sandbox.
+        program = compiled if compiled.artifacts else compile_program(sandbox, language.name, source)[0]
+        if program.error:  # cannot happen for a source that compiled; never a reward if it does
+            raise SandboxError("a program that compiled did not compile again", cause="compile_transfer_failed")
+        runs += run_cases(sandbox, task, program, checker, rest)
+    return compiled, True, runs
+
+
+def _build_and_run(sandbox: Sandbox, task: CodeTask, language: Language, main: str, argv: list[str], source: str,
+                   key: str, batch: Plan, keep: bool, cpu: float, wall: float
+                   ) -> tuple[Compiled, CallResult, dict[str, Any]]:
+    """The one job (inside/build.py): (the program, the job's result with the cases'
+    outputs on its stdout, the runner's report)."""
+    comp = compile_limits(language)
+    run = batch_limits(task, language, cpu, wall, len(batch))
+    run_payload = _cases_payload(task, language, Compiled(language.name, main), batch, cpu, wall)
+    del run_payload["files"]
+    # What a run job's own limits were, for each case (the job's are the compile's too).
+    run_payload["limits"].update(file_size_mb=run.file_size_mb, open_files=run.open_files,
+                                 processes=run.processes, process_memory_mb=run.memory_mb)
+    compile_payload = {**_compile_payload(language, main, argv, source, False),
+                       "limits": {"cpu_s": comp.cpu_s, "memory_mb": comp.memory_mb, "file_size_mb": comp.file_size_mb,
+                                  "open_files": comp.open_files, "processes": comp.processes}}
+    limits = Limits(wall_s=comp.wall_s + run.wall_s, cpu_s=comp.cpu_s + run.cpu_s,
+                    memory_mb=max(comp.memory_mb, run.memory_mb), processes=max(comp.processes, run.processes),
+                    output_bytes=comp.output_bytes + run.output_bytes,
+                    file_size_mb=max(comp.file_size_mb, run.file_size_mb),
+                    open_files=max(comp.open_files, run.open_files), scratch_mb=max(comp.scratch_mb, run.scratch_mb))
+    reported: dict[str, Any] = {}
+
+    def on_message(body: Any) -> Any:
+        # The runner's report of a compile that succeeded: may the program stay there?
+        if isinstance(body, dict) and isinstance(body.get("compiled"), dict) and not reported:
+            reported.update(body["compiled"])
+            return {"keep": keep or CACHE.wanted(key)}
+        return None
+
+    result = sandbox.call(wire.NATIVE_BUILD, {"compile": compile_payload, "run": run_payload,
+                                              "run_scratch_mb": run.scratch_mb},
+                          limits, pool=RUN_POOL, preload=wire.NATIVE_PRELOAD, on_message=on_message)
+    value = result.value if result.returned and isinstance(result.value, dict) else {}
+    if result.raised is not None:
+        raise SandboxError("the compile-and-run job's runner failed", cause="runner_failed")
+    report = value.get("compile") if isinstance(value.get("compile"), dict) else (reported or None)
+    if report is None:
+        compiled = _compiled_from(language, main, None, result.killed_by, result.cpu_s, result.wall_s)
+    else:
+        compiled = _compiled_from(language, main, report, None, float(report.get("cpu_s") or 0.0),
+                                  float(report.get("wall_s") or 0.0))
+    if not compiled.error and isinstance(value.get("kept"), list) and value["kept"]:
+        # The program, after the cases' outputs.
+        size = sum(int(size) for _, size in value["kept"])
+        compiled.artifacts = _split_artifacts(value["kept"], result.stdout[len(result.stdout) - size:])
+        result.stdout = result.stdout[:len(result.stdout) - size]
+    if not compiled.error:
+        # What the runs used, without the compile's share of the job.
+        result.cpu_s = max(result.cpu_s - compiled.cpu_s, 0.0)
+        result.wall_s = max(result.wall_s - compiled.wall_s, 0.0)
+    return compiled, result, value
+
+
+def _until_end(task: CodeTask, runs: list[TestRun]) -> tuple[list[TestRun], bool]:
+    """The runs up to the one that ends the response's run, and whether one did: without
+    partial credit the first failing case ends it; a violation always does."""
+    for index, run in enumerate(runs):
+        if run.violations or (run.status != "pass" and not task.partial_credit):
+            return runs[:index + 1], True
+    return runs, False
+
+
 def run_cases(sandbox: Sandbox, task: CodeTask, compiled: Compiled, checker: Compiled | None,
               plan: Plan) -> list[TestRun]:
     """Every stdin/stdout case of a compiled program, in order: the program crosses once
@@ -290,26 +459,39 @@ def run_cases(sandbox: Sandbox, task: CodeTask, compiled: Compiled, checker: Com
     while pending:
         batch = pending.pop(0)
         ran = _run_batch(sandbox, task, language, compiled, checker, batch, cpu, wall)
-        for run in ran:
-            runs.append(run)
-            if run.violations or (run.status != "pass" and not task.partial_credit):
-                return runs
+        kept, ended = _until_end(task, ran)
+        runs += kept
+        if ended:
+            return runs
         if ran and len(ran) < len(batch):  # the job ended early (partial credit goes on): the rest afresh
             pending.insert(0, batch[len(ran):])
     return runs
 
 
-def _run_batch(sandbox: Sandbox, task: CodeTask, language: Language, compiled: Compiled,
-               checker: Compiled | None, batch: Plan, cpu: float, wall: float) -> list[TestRun]:
+def _cases_payload(task: CodeTask, language: Language, compiled: Compiled, batch: Plan, cpu: float,
+                   wall: float) -> dict[str, Any]:
     payload = _run_payload(language, compiled, task.memory_mb, "", cpu, wall)
     del payload["stdin"]
     payload["limits"] = {key: payload.pop(key) for key in ("wall_s", "cpu_s", "address_space_mb", "stack_mb")}
     payload["limits"]["output_bytes"] = task.output_bytes
     payload["cases"] = [case.stdin for _, _, case in batch]
     payload["stop_on_failure"] = not task.partial_credit
+    return payload
+
+
+def _run_batch(sandbox: Sandbox, task: CodeTask, language: Language, compiled: Compiled,
+               checker: Compiled | None, batch: Plan, cpu: float, wall: float) -> list[TestRun]:
+    payload = _cases_payload(task, language, compiled, batch, cpu, wall)
     result = sandbox.call(wire.NATIVE_CASES, payload, batch_limits(task, language, cpu, wall, len(batch)),
                           pool=RUN_POOL, preload=wire.NATIVE_PRELOAD)
     value = result.value if result.returned and isinstance(result.value, dict) else {}
+    return _judge_batch(sandbox, task, language, checker, batch, cpu, result, value)
+
+
+def _judge_batch(sandbox: Sandbox, task: CodeTask, language: Language, checker: Compiled | None, batch: Plan,
+                 cpu: float, result: CallResult, value: dict[str, Any]) -> list[TestRun]:
+    """The cases of a batch from the runner's reports; their outputs follow each other on
+    the job's stdout."""
     reports = value.get("cases") if isinstance(value.get("cases"), list) else []
     runs: list[TestRun] = []
     offset = 0

@@ -126,7 +126,15 @@ class CodeVerifier(Verifier):
     def _verify_compiled(self, task: CodeTask, code: str, ctx: VerifyContext) -> Outcome:
         """C, C++, Java, JavaScript, Go, Rust: compile once (a failure is the format's),
         then every case against the compiled program (verifiers/code/native.py)."""
-        compiled, fresh = native.compile_program(ctx.sandbox, task.language, code)
+        runs: list[TestRun] | None = None
+        if task.interactor is None:
+            # Compiled and run in one job where the source is new (native.compile_and_run).
+            plan = self._plan(task)
+            compiled, fresh, runs = native.compile_and_run(
+                ctx.sandbox, task, code, plan,
+                lambda: native.compile_checker(ctx.sandbox, task.checker) if task.checker is not None else None)
+        else:
+            compiled, fresh = native.compile_program(ctx.sandbox, task.language, code)
         compile_usage = {"compile_cpu_s": round(compiled.cpu_s, 4) if fresh else 0.0, "compile_cached": not fresh}
         if compiled.error:
             outcome = _invalid_format(compiled.error)
@@ -134,8 +142,11 @@ class CodeVerifier(Verifier):
             outcome.evidence["compile"] = compile_usage
             outcome.usage = compile_usage
             return outcome
-        checker = native.compile_checker(ctx.sandbox, task.checker) if task.checker is not None else None
-        runs, planned = self._run_tests(task, code, ctx, compiled, checker)
+        if runs is not None:
+            planned = len(plan)
+        else:
+            checker = native.compile_checker(ctx.sandbox, task.checker) if task.checker is not None else None
+            runs, planned = self._run_tests(task, code, ctx, compiled, checker)
         outcome = self._outcome(task, code, runs, planned)
         assert outcome.usage is not None
         outcome.usage.update(compile_usage)
@@ -147,17 +158,7 @@ class CodeVerifier(Verifier):
                    checker: native.Compiled | None = None) -> tuple[list[TestRun], int]:
         if compiled is None and task.checker is not None:
             checker = native.compile_checker(ctx.sandbox, task.checker)
-        plan: list[tuple[str, bool, Any]] = []
-        if task.tests is not None:
-            if task.visible_tests is not None:
-                plan.append(("visible:check", False, task.visible_tests))
-            plan.append(("check", True, task.tests))
-        else:
-            for index, case in enumerate(task.visible_io_cases or []):
-                plan.append((case.name or f"visible[{index}]", False, case))
-            for index, case in enumerate(task.io_cases or []):
-                # A hidden case's own name could say too much: hidden cases go by index.
-                plan.append((f"case[{index}]", True, case))
+        plan = self._plan(task)
         if compiled is not None and task.interactor is None:
             # Compiled programs: the cases in batches, one job each (native.run_cases).
             return native.run_cases(ctx.sandbox, task, compiled, checker, plan), len(plan)
@@ -176,6 +177,22 @@ class CodeVerifier(Verifier):
             if run.violations or (run.status != "pass" and not task.partial_credit):
                 break
         return runs, len(plan)
+
+    @staticmethod
+    def _plan(task: CodeTask) -> list[tuple[str, bool, Any]]:
+        """What runs, in order: (name, hidden, the assert test or the io case)."""
+        plan: list[tuple[str, bool, Any]] = []
+        if task.tests is not None:
+            if task.visible_tests is not None:
+                plan.append(("visible:check", False, task.visible_tests))
+            plan.append(("check", True, task.tests))
+        else:
+            for index, case in enumerate(task.visible_io_cases or []):
+                plan.append((case.name or f"visible[{index}]", False, case))
+            for index, case in enumerate(task.io_cases or []):
+                # A hidden case's own name could say too much: hidden cases go by index.
+                plan.append((f"case[{index}]", True, case))
+        return plan
 
     def _outcome(self, task: CodeTask, code: str, runs: list[TestRun], planned: int) -> Outcome:
         hidden_total = 1 if task.tests is not None else len(task.io_cases or [])

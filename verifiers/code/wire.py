@@ -47,7 +47,8 @@ SCAN_PRELOAD = ("verifiers.code.inside.scan",)
 NATIVE_COMPILE = "verifiers.code.inside.native:compile_source"
 NATIVE_RUN = "verifiers.code.inside.native:run_program"
 NATIVE_CASES = "verifiers.code.inside.cases:run_cases"
-NATIVE_PRELOAD = ("verifiers.code.inside.native", "verifiers.code.inside.cases")
+NATIVE_BUILD = "verifiers.code.inside.build:build_and_run"
+NATIVE_PRELOAD = ("verifiers.code.inside.native", "verifiers.code.inside.cases", "verifiers.code.inside.build")
 
 # testlib's exit codes (the checker's verdict), as judges read them.
 CHECKER_OK = 0

@@ -91,7 +91,7 @@ class Scope:
             with contextlib.suppress(OSError):
                 for entry in os.scandir(top):
                     if entry.path != JOB_SCRATCH:
-                        _remove(entry.path)
+                        remove_path(entry.path)
         _remove_sysv_ipc()
 
 
@@ -102,7 +102,7 @@ def _parent_is_root_and_we_are_not() -> bool:
         return False
 
 
-def _remove(path: str) -> None:
+def remove_path(path: str) -> None:
     try:
         info = os.lstat(path)
     except OSError:
@@ -197,7 +197,7 @@ def _run_one(argv: list[str], env: dict[str, str], stdin: bytes, program_fd: int
     started = time.monotonic()
     deadline = started + float(limits["wall_s"])
     pid = spawn(argv, env, stdin_fd, out_w, err_w, limits.get("cpu_s"), limits.get("address_space_mb"),
-                limits.get("stack_mb"), program_fd, own_ipc=scope.isolated)
+                limits.get("stack_mb"), program_fd, own_ipc=scope.isolated, more=_job_limits(limits))
     for fd in (stdin_fd, out_w, err_w):
         os.close(fd)
     outputs = [_Output(out_r, int(limits["output_bytes"])), _Output(err_r, int(limits["output_bytes"]))]
@@ -251,6 +251,14 @@ def _run_one(argv: list[str], env: dict[str, str], stdin: bytes, program_fd: int
     return report, bytes(outputs[0].data), bytes(outputs[1].data)
 
 
+def _job_limits(limits: dict[str, Any]) -> dict[str, Any] | None:
+    """A case's share of a run job's own limits, where this runner's job has wider ones
+    (inside/build.py: the compile's): file size, open files, processes, address space."""
+    more = {"file_size_mb": limits.get("file_size_mb"), "open_files": limits.get("open_files"),
+            "processes": limits.get("processes"), "memory_mb": limits.get("process_memory_mb")}
+    return more if any(more.values()) else None
+
+
 def _has_children() -> bool:
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -277,10 +285,13 @@ def run_cases(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     limits) is the last one run; `unclean` says that a case left a process that would not
     die, after which no case runs (the host runs the rest in a fresh job)."""
     become_subreaper()
-    scope = Scope()
-    scratch = os.getcwd()
     # Decoded once: every case gets the same files afresh.
     files = {name: base64.b64decode(data) for name, data in (payload.get("files") or {}).items()}
+    return run_all(files, payload, Scope(), os.getcwd())
+
+
+def run_all(files: dict[str, bytes], payload: dict[str, Any], scope: Scope, scratch: str) -> dict[str, Any]:
+    """`run_cases` with the program's files at hand (as bytes)."""
     executables = list(payload.get("executables") or [])
     argv = list(payload["argv"])
     env = dict(payload.get("env") or {})
@@ -301,7 +312,7 @@ def run_cases(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
             os.chmod(name, 0o755)
         report, out, err = _run_one(argv, env, str(stdin).encode(), program_fd, limits, scope)
         os.chdir(scratch)
-        _remove(case_dir)
+        remove_path(case_dir)
         scope.wipe()
         report["stdout_bytes"], report["stderr_bytes"] = len(out), len(err)
         _write_out(out)

@@ -52,6 +52,8 @@ COMPILE_LOG = ".assay-compile.log"
 REAP_GRACE_S = 1.0
 # The program's stack: as deep as its memory allows (judges set it so), within reason.
 MAX_STACK_MB = 1024
+# RLIMIT_NPROC counts the job's own processes too (as sandboxes/inside/worker.py counts).
+NPROC_HEADROOM = 4
 
 
 def become_subreaper() -> None:
@@ -90,6 +92,34 @@ def _limits_in_child(cpu_s: float | None, address_space_mb: int | None, stack_mb
             resource.setrlimit(resource.RLIMIT_STACK, (size, hard))
 
 
+def more_limits_in_child(more: dict[str, Any] | None) -> None:
+    """In the forked child, before exec: the limits a sandbox job would have put on it, for
+    a step of a job whose own limits are wider (inside/build.py compiles, then runs the
+    cases, in one job). Keys: cpu_s (whole seconds, as the sandbox rounds), memory_mb
+    (RLIMIT_AS), file_size_mb, open_files, processes (RLIMIT_NPROC with the sandbox's
+    headroom, where the sandbox sets one: not as root). Only ever tighter."""
+    if not more:
+        return
+    values = {
+        resource.RLIMIT_CPU: max(1, int(float(more["cpu_s"]) + 0.999)) if more.get("cpu_s") else None,
+        resource.RLIMIT_AS: int(more["memory_mb"]) * 1024 * 1024 if more.get("memory_mb") else None,
+        resource.RLIMIT_FSIZE: int(more["file_size_mb"]) * 1024 * 1024 if more.get("file_size_mb") else None,
+        resource.RLIMIT_NOFILE: int(more["open_files"]) if more.get("open_files") else None,
+        resource.RLIMIT_NPROC: int(more["processes"]) + NPROC_HEADROOM
+        if more.get("processes") and os.getuid() != 0 else None,
+    }
+    for which, value in values.items():
+        if value is None:
+            continue
+        soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        if soft != resource.RLIM_INFINITY and which != resource.RLIMIT_CPU:
+            value = min(value, soft)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(which, (value, value))
+
+
 def own_proc_tree(program: str) -> str | None:
     """For a compiler that finds its installation through /proc/self/exe (rustc) where
     this job has an empty /proc (the process backend): a directory holding only
@@ -125,7 +155,8 @@ def _enter_own_ipc() -> None:
 
 def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
           cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
-          program_fd: int | None = None, own_proc: str | None = None, own_ipc: bool = False) -> int:
+          program_fd: int | None = None, own_proc: str | None = None, own_ipc: bool = False,
+          more: dict[str, Any] | None = None) -> int:
     full_env = {**os.environ, **env}
     pid = os.fork()
     if pid == 0:  # the child: only fds 0-2, its limits, then the program
@@ -141,6 +172,7 @@ def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_
             os.setpgid(0, 0)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             _limits_in_child(cpu_s, address_space_mb, stack_mb)
+            more_limits_in_child(more)
             if own_proc is not None:
                 _enter_own_proc(own_proc)
             if own_ipc:
@@ -232,10 +264,12 @@ def describe_exit(status: int | None, usage: Any) -> dict[str, Any]:
 
 def _run(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int, wall_s: float,
          cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
-         program_fd: int | None = None, own_proc: str | None = None) -> dict[str, Any]:
+         program_fd: int | None = None, own_proc: str | None = None,
+         more: dict[str, Any] | None = None) -> dict[str, Any]:
     become_subreaper()
     started = time.monotonic()
-    pid = spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd, own_proc)
+    pid = spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd, own_proc,
+                more=more)
     status, usage, early_cpu, early_peak = _wait_main(pid, started + wall_s)
     wall = time.monotonic() - started
     result = describe_exit(status, usage)
@@ -254,6 +288,24 @@ def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     "artifacts": [glob, ...], "wall_s": float, "needs_own_exe": bool (the compiler reads
     /proc/self/exe)}. The compiler's messages go to a file
     (bounded by the job's file-size limit), of which the first MESSAGE_BYTES come back."""
+    result, artifacts = compile_here(payload)
+    # The artifacts go out on stdout (captured in full by the sandbox, drained even after
+    # this process exits), the small report as the call's value.
+    for _, data in artifacts:
+        write_out(data)
+    return result
+
+
+def write_out(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view):]
+
+
+def compile_here(payload: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
+    """Compile in the working directory (payload as `compile_source`'s, and "limits": the
+    compiler's own, see `more_limits_in_child`, where the job's are wider):
+    (the report, [(artifact name, bytes)])."""
     write_files(payload["files"], binary=False)
     argv = list(payload["argv"])
     if payload.get("testlib"):  # the vendored testlib.h, next to this file
@@ -262,8 +314,9 @@ def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     stdin_fd = os.open(os.devnull, os.O_RDONLY)
     log_fd = os.open(COMPILE_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     result = _run(argv, dict(payload.get("env") or {}), stdin_fd, log_fd, log_fd,
-                  float(payload["wall_s"]), None, None, None, own_proc=own_proc)
+                  float(payload["wall_s"]), None, None, None, own_proc=own_proc, more=payload.get("limits"))
     os.close(log_fd)
+    os.close(stdin_fd)
     with open(COMPILE_LOG, "rb") as f:
         message = f.read(MESSAGE_BYTES)
     artifacts: list[tuple[str, bytes]] = []
@@ -280,15 +333,9 @@ def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
                 artifacts.append((name, data))
     if result.get("too_large"):
         artifacts = []
-    # The artifacts go out on stdout (captured in full by the sandbox, drained even after
-    # this process exits), the small report as the call's value.
-    for _, data in artifacts:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(1, view):]
     result["message"] = message.decode("utf-8", errors="replace")
     result["artifacts"] = [[name, len(data)] for name, data in artifacts]
-    return result
+    return result, artifacts
 
 
 def program_descriptor(argv: list[str], files: dict[str, str] | dict[str, bytes],
