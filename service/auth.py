@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import secrets
 import sqlite3
-import threading
-import weakref
 from dataclasses import dataclass
 
 import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from service.errors import Forbidden, Unauthenticated
-from service.store import KEY_QUERY, AuditStore
+from service.store import AuditStore
 
 SCOPES = ("reward", "audit", "review", "admin")
 # Where the ASGI guard (service/edge.py) leaves the caller it authenticated before the body was read.
@@ -79,77 +75,11 @@ def authenticate(store: AuditStore, token: str) -> Caller | None:
 # `authenticate_on_loop`'s answer when it could not read the key where it runs (not a SQLite
 # file, or the file busy): the caller then reads it on a worker thread (`authenticate`).
 NOT_READ = object()
-# The store's own key query (one definition), compiled once for the loop's sqlite3 connection.
-_KEY_SQL = str(KEY_QUERY.compile(dialect=sqlite_dialect()))
-
-
-class _LoopKeyReader:
-    """The key's row read from a SQLite file by a connection of this thread's own (the event
-    loop's), with no wait: WAL readers never wait for the record writer, and a file that is
-    busy anyway (SQLITE_BUSY at once, busy timeout 0) sends the caller to a worker thread.
-    One indexed point read, ~6 us of CPU, on every request: a key revoked by any process (CLI, another
-    replica) stops the next request, as it did when the read went through a worker thread."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._opened: list[sqlite3.Connection] = []
-        self._closed = False
-
-    def _connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA query_only=1")
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                    raise sqlite3.ProgrammingError("the store is closed")
-                self._opened.append(conn)
-            self._local.conn = conn
-        return conn
-
-    def close(self) -> None:
-        """Close every connection (the store is closing: SQLite then folds the WAL into the file
-        when its last connection closes, as before these reads)."""
-        with self._lock:
-            self._closed, opened, self._opened = True, self._opened, []
-        for conn in opened:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
-
-    def read(self, key_id: str) -> dict | None:
-        cursor = self._connection().execute(_KEY_SQL, (key_id,))
-        rows = cursor.fetchall()  # all: no read left open
-        return dict(zip([c[0] for c in cursor.description], rows[0], strict=True)) if rows else None
-
-
-_readers: weakref.WeakKeyDictionary[AuditStore, _LoopKeyReader | None] = weakref.WeakKeyDictionary()
-
-
-def _loop_reader(store: AuditStore) -> _LoopKeyReader | None:
-    try:
-        return _readers[store]
-    except KeyError:
-        pass
-    url = store.engine.url
-    file = url.database if url.get_backend_name() == "sqlite" and not url.query.get("uri") else None
-    reader = _readers[store] = _LoopKeyReader(file) if file and file != ":memory:" else None
-    return reader
-
-
-def close_key_readers(store: AuditStore) -> None:
-    """`AuditStore.close`: the loop's key reads end here (later ones go through a worker thread)."""
-    reader = _readers.get(store)
-    _readers[store] = None
-    if reader is not None:
-        reader.close()
 
 
 def authenticate_on_loop(store: AuditStore, token: str) -> Caller | None | object:
     """`authenticate` without a thread, where the store is a SQLite file; `NOT_READ` otherwise."""
-    reader = _loop_reader(store)
+    reader = store.loop_keys
     if reader is None:
         return NOT_READ
     split = _split(token)

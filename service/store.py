@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     and_,
-    bindparam,
     cast,
     create_engine,
     delete,
@@ -34,12 +33,12 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from service import migrations
 from service.errors import IdempotencyConflict, TaskConflict
+from service.key_reads import KEY_QUERY, LoopKeyReader
 from service.tables import (
     ApiKeyRow,
     CertificateRow,
     EvalRow,
     IdempotencyRow,
-    KeyRevocationRow,
     LabelRow,
     RecordRow,
     RegisteredTaskRow,
@@ -74,6 +73,7 @@ class AuditStore:
         # A new database is created at head; one behind head is refused (`assay db upgrade`).
         migrations.prepare(self.engine)
         self._units_of_work = sessionmaker(self.engine, expire_on_commit=False)
+        self.loop_keys = LoopKeyReader.for_url(self.engine.url)  # the event loop's key reads (service/auth.py)
         self.signer = signer
         self.chains = ChainWriter(self._units_of_work, signer, **chain_options)
         from service.record_writer import RecordWriter
@@ -123,8 +123,8 @@ class AuditStore:
         ones; close the connections."""
         self.records_writer.close()
         self.chains.sign_all()
-        from service.auth import close_key_readers  # the event loop's own key reads (service/auth.py)
-        close_key_readers(self)
+        if self.loop_keys is not None:
+            self.loop_keys.close()
         self.engine.dispose()
 
     def record(self, record_id: str) -> RecordRow | None:
@@ -373,12 +373,6 @@ class AuditStore:
         if row.request_hash != request_hash:
             raise IdempotencyConflict(f"Idempotency-Key {key!r} was already used for a different request")
         return row.response
-
-
-# Built once: constructing a statement costs more than running it (service/auth.py runs it per request).
-KEY_QUERY = (select(ApiKeyRow.__table__,
-                     exists().where(KeyRevocationRow.key_id == ApiKeyRow.key_id).label("revocation"))
-              .where(ApiKeyRow.key_id == bindparam("key_id")))
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -138,3 +138,12 @@ def store(tmp_path: Path) -> AuditStore:
 
 
 __all__ = ["REPO", "AppServer", "LiveServer", "create_key", "free_port"]
+
+
+def verify_program(ctx: VerifyContext, task: dict, language: str, code: str):
+    """A code task in `language` and one fenced response through the code verifier's public
+    API: (outcome, reward)."""
+    verifier = registry.get("code")
+    parsed = verifier.parse_task({**task, "language": language})
+    outcome = verifier.verify(parsed, f"```{language}\n{code}\n```", ctx)
+    return outcome, outcome.reward(parsed)

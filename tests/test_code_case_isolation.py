@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.base import Verdict, VerifyContext
-from verifiers.registry import get
+from tests.conftest import verify_program
+from verifiers.base import Verdict
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.no_remote("compiled languages are tested on the process and docker backends")]
@@ -98,16 +98,9 @@ int main(void) {
 CASES = [{"stdin": f"{n}\n", "stdout": f"fresh {2 * n}\n"} for n in (1, 2, 3, 4)]
 
 
-def _verify(ctx: VerifyContext, task: dict, language: str, code: str):
-    verifier = get("code")
-    parsed = verifier.parse_task({**task, "language": language})
-    outcome = verifier.verify(parsed, f"```{language}\n{code}\n```", ctx)
-    return outcome, outcome.reward(parsed)
-
-
 def test_nothing_one_case_leaves_reaches_the_next(ctx):
     task = {"io_cases": CASES, "visible_io_cases": [CASES[0]], "time_limit_s": 2.0, "memory_mb": 256}
-    outcome, reward = _verify(ctx, task, "c", PROBE)
+    outcome, reward = verify_program(ctx, task, "c", PROBE)
     # Five runs (the visible case, then four hidden), each one `fresh`.
     assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence["tests"]
     assert [t["status"] for t in outcome.evidence["tests"]] == ["pass"] * 5, outcome.evidence
@@ -124,7 +117,7 @@ def test_each_case_has_its_own_limits(ctx):
     cases = [{"stdin": f"{n}\n", "stdout": f"{2 * n}\n"} for n in (1, 2, 3, 4, 5)]
     task = {"io_cases": cases, "time_limit_s": 1.0, "memory_mb": 128, "output_bytes": 65536,
             "partial_credit": True}
-    outcome, reward = _verify(ctx, task, "c", program)
+    outcome, reward = verify_program(ctx, task, "c", program)
     statuses = [(t["status"], t.get("killed_by")) for t in outcome.evidence["tests"]]
     # (A loaded machine may reach the wall clock before the CPU limit: both are `timeout`.)
     assert statuses[1] in (("timeout", "cpu"), ("timeout", "timeout")), outcome.evidence
@@ -132,11 +125,11 @@ def test_each_case_has_its_own_limits(ctx):
         outcome.evidence
     assert outcome.evidence["hidden_passed"] == 3
     # Without partial credit the first failure ends the run: the cases after it never run.
-    strict, reward = _verify(ctx, {**task, "partial_credit": False}, "c", program)
+    strict, reward = verify_program(ctx, {**task, "partial_credit": False}, "c", program)
     assert (strict.verdict, reward) == (Verdict.timeout, 0.0), strict.evidence
     assert len(strict.evidence["tests"]) == 2, strict.evidence
     honest = program.replace("if(n==2)", "if(0)").replace("if(n==5)", "if(0)")
-    good, reward = _verify(ctx, task, "c", honest)
+    good, reward = verify_program(ctx, task, "c", honest)
     assert (good.verdict, reward) == (Verdict.correct, 1.0), good.evidence
 
 
@@ -145,9 +138,9 @@ def test_a_wrong_answer_is_judged_in_order(ctx):
     # on, and the host judges the cases in order and stops at the first that fails.
     cases = [{"stdin": f"{n}\n", "stdout": f"{2 * n}\n"} for n in (1, 2, 3)]
     wrong = '#include <stdio.h>\nint main(void){long n;scanf("%ld",&n);printf("%ld\\n",n==2?0:2*n);return 0;}\n'
-    outcome, reward = _verify(ctx, {"io_cases": cases, "time_limit_s": 1.0}, "c", wrong)
+    outcome, reward = verify_program(ctx, {"io_cases": cases, "time_limit_s": 1.0}, "c", wrong)
     assert (outcome.verdict, reward) == (Verdict.incorrect, 0.0), outcome.evidence
     assert [t["status"] for t in outcome.evidence["tests"]] == ["pass", "fail"], outcome.evidence
     right = wrong.replace("n==2?0:2*n", "2*n")
-    outcome, reward = _verify(ctx, {"io_cases": cases, "time_limit_s": 1.0}, "c", right)
+    outcome, reward = verify_program(ctx, {"io_cases": cases, "time_limit_s": 1.0}, "c", right)
     assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence

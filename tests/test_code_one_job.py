@@ -14,9 +14,9 @@ import threading
 
 import pytest
 
-from verifiers.base import Verdict, VerifyContext
+from tests.conftest import verify_program
+from verifiers.base import Verdict
 from verifiers.code import native
-from verifiers.registry import get
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.no_remote("compiled languages are tested on the process and docker backends")]
@@ -85,13 +85,6 @@ int main(void) {
 '''
 
 
-def _verify(ctx: VerifyContext, task: dict, language: str, code: str):
-    verifier = get("code")
-    parsed = verifier.parse_task({**task, "language": language})
-    outcome = verifier.verify(parsed, f"```{language}\n{code}\n```", ctx)
-    return outcome, outcome.reward(parsed)
-
-
 def test_each_case_keeps_the_run_jobs_limits(ctx):
     expected = ["processes limited", "file size limited", "open files limited"]
     if ctx.sandbox.name == "process":  # a container's scratch is the container's (docs/security.md)
@@ -99,7 +92,7 @@ def test_each_case_keeps_the_run_jobs_limits(ctx):
     cases = [{"stdin": f"{n}\n", "stdout": f"{line}\n"} for n, line in enumerate(expected, start=1)]
     task = {"io_cases": cases, "time_limit_s": 5.0, "memory_mb": 256, "partial_credit": True}
     source = PROBE.replace("int main(void)", f"/* {ctx.sandbox.name} */\nint main(void)")
-    outcome, reward = _verify(ctx, task, "c", source)
+    outcome, reward = verify_program(ctx, task, "c", source)
     assert not outcome.evidence["compile"]["compile_cached"], outcome.evidence
     got = [(t["status"], t.get("detail")) for t in outcome.evidence["tests"]]
     assert (outcome.verdict, reward) == (Verdict.correct, 1.0), got
@@ -112,11 +105,11 @@ def test_the_compiler_keeps_the_compile_limits(ctx):
     source = ('#include <bits/stdc++.h>\n// one job, compile limits\n'
               'int main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<"\\n";}\n')
     task = {"io_cases": [{"stdin": "2 3\n", "stdout": "5\n"}], "time_limit_s": 0.5, "memory_mb": 64}
-    outcome, reward = _verify(ctx, task, "cpp", source)
+    outcome, reward = verify_program(ctx, task, "cpp", source)
     assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence
     assert outcome.evidence["compile"]["compile_cpu_s"] > 0.0, outcome.evidence
     # A compile error in the same one job: the format's failure, with the compiler's message.
-    broken, reward = _verify(ctx, task, "cpp", source.replace("a+b", "a+"))
+    broken, reward = verify_program(ctx, task, "cpp", source.replace("a+b", "a+"))
     assert (broken.verdict, reward) == (Verdict.invalid_format, 0.0), broken.evidence
     assert "expected primary-expression" in broken.evidence["compiler_message"], broken.evidence
 
@@ -130,7 +123,7 @@ def test_identical_sources_compile_once_when_they_wait_and_at_most_twice_one_aft
     results: list = [None] * 4
 
     def one(i: int) -> None:
-        results[i] = _verify(ctx, task, "c", source)
+        results[i] = verify_program(ctx, task, "c", source)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
     for thread in threads:
@@ -143,5 +136,5 @@ def test_identical_sources_compile_once_when_they_wait_and_at_most_twice_one_aft
     # One after another: the first's program stayed in its sandbox; the second compiles
     # again and brings it back; the third finds it.
     source = f"// one after another, {ctx.sandbox.name}\n{base}"
-    cached = [_verify(ctx, task, "c", source)[0].evidence["compile"]["compile_cached"] for _ in range(3)]
+    cached = [verify_program(ctx, task, "c", source)[0].evidence["compile"]["compile_cached"] for _ in range(3)]
     assert cached == [False, False, True], cached
