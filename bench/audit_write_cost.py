@@ -1,16 +1,19 @@
 """CPU to write groups of 8 audit records as the store grows (SQLite, durable commits).
 
-    python bench/audit_write_cost.py [--rounds 4] [--groups 200] [--no-rollups]
+    python bench/audit_write_cost.py [--rounds 4] [--groups 200] [--size 8] [--no-rollups]
 
 Each round appends `--groups` groups of 8 records through `AuditStore.append` (the record
 writer: chain links, Core inserts, the rollup triggers, one commit per call) and prints the
 process's CPU per group: flat when the write costs the same however many records the store
-holds. `--no-rollups` drops the rollup triggers first, to read their share.
+holds. `--no-rollups` leaves the rollups out, to read their share: it drops the rollup
+triggers (stores before revision 0017) and turns off the record writer's own rollup statements
+(service/batch_rollups.py, revision 0017 on). `--size 1`: single answers.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -24,19 +27,20 @@ from service.store import AuditStore  # noqa: E402
 from service.tables import RecordRow, TaskBlobRow, new_record_id  # noqa: E402
 
 
-def _group(blob: TaskBlobRow) -> list[RecordRow]:
+def _group(blob: TaskBlobRow, size: int = 8) -> list[RecordRow]:
     group_id = new_record_id()
     return [RecordRow(id=new_record_id(), caller_key_id="bench", task_hash=blob.task_hash, task_public={},
                       verifier="math", verifier_version="bench", response_hash="0" * 64, response=f"\\boxed{{{i}}}",
                       components={"format": {"value": 1.0, "hard": True}}, reward=1.0, verdict="correct",
                       evidence={"extracted": str(i)}, flags=[], sandbox_backend="process", duration_ms=1.0,
-                      group_id=group_id, group_index=i, group_zero_variance=False) for i in range(8)]
+                      group_id=group_id, group_index=i, group_zero_variance=False) for i in range(size)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--size", type=int, default=8, help="records per request")
     parser.add_argument("--no-rollups", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,16 +50,19 @@ def main() -> None:
                 # (before this pass the store had one trigger, `records_rollups`)
                 for name in getattr(audit_rollups, "SQLITE_TRIGGERS", ("records_rollups",)):
                     conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+            with contextlib.suppress(ImportError):
+                from service import batch_rollups
+                batch_rollups.add_new_rows = lambda conn, inserted: None
         blobs = [TaskBlobRow(task_hash=f"{g:064x}", verifier="math", task={"answer": str(g)}) for g in range(20)]
         for round_ in range(args.rounds):
             cpu, wall = time.process_time(), time.perf_counter()
             for g in range(args.groups):
                 blob = blobs[g % len(blobs)]
-                store.append(_group(blob), [blob])
+                store.append(_group(blob, args.size), [blob])
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            held = round_ * args.groups * 8
-            print(f"records {held:,}-{held + args.groups * 8:,}: CPU {1000 * cpu / args.groups:.2f} ms, wall "
-                  f"{1000 * wall / args.groups:.2f} ms per group of 8; load {os.getloadavg()[0]:.1f}")
+            held = round_ * args.groups * args.size
+            print(f"records {held:,}-{held + args.groups * args.size:,}: CPU {1000 * cpu / args.groups:.2f} ms, wall "
+                  f"{1000 * wall / args.groups:.2f} ms per request of {args.size}; load {os.getloadavg()[0]:.1f}")
         store.close()
 
 

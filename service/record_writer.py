@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, insert
 from sqlalchemy.exc import IntegrityError
 
+from service import batch_rollups
 from service.audit_chain import LINK_ATTEMPTS, ChainWriter, Lane
 from service.errors import AuditWriteFailed
 from service.tables import IdempotencyRow, RecordRow, TaskBlobRow, add_blobs
@@ -73,10 +74,16 @@ _RECORDS: Table = RecordRow.__table__  # type: ignore[assignment]
 _IDEMPOTENCY: Table = IdempotencyRow.__table__  # type: ignore[assignment]
 
 
-def _insert(conn: Connection, items: list[_Pending], stored: set[str] | frozenset[str] = frozenset()) -> None:
-    """`stored`: task hashes whose blobs this writer has committed (blobs are never removed)."""
+def _insert(conn: Connection, items: list[_Pending], stored: set[str] | frozenset[str] = frozenset(),
+            rollups: bool = False) -> None:
+    """`stored`: task hashes whose blobs this writer has committed (blobs are never removed).
+    `rollups`: add the records to the rollups here, in this transaction (SQLite from revision
+    0017 on, service/batch_rollups.py; before it and on Postgres a trigger does)."""
     add_blobs(conn, [b for item in items for b in item.blobs if b.task_hash not in stored])
-    _insert_objects(conn, _RECORDS, [row for item in items for row in item.rows])
+    records = [row for item in items for row in item.rows]
+    _insert_objects(conn, _RECORDS, records)
+    if rollups:
+        batch_rollups.add_new_rows(conn, len(records))
     _insert_objects(conn, _IDEMPOTENCY, [item.idempotency for item in items if item.idempotency is not None])
 
 
@@ -99,6 +106,7 @@ class RecordWriter:
         # The writer thread's own connection, kept between transactions (no pool checkout, reset
         # and checkin per commit); dropped after any failure and opened again for the next one.
         self._conn: Connection | None = None
+        self._rollups = False  # this writer adds the rollups (read when the connection opens)
 
     # ------------------------------------------------------------------ callers
 
@@ -143,6 +151,8 @@ class RecordWriter:
         """One transaction on the writer's connection (committed when the block ends)."""
         if self._conn is None:
             self._conn = self.engine.connect()
+            with self._conn.begin():
+                self._rollups = batch_rollups.kept_by_writer(self._conn)
         try:
             with self._conn.begin():
                 yield self._conn
@@ -218,7 +228,7 @@ class RecordWriter:
             if rows:
                 lane.link(rows)
             with self._transaction() as conn:
-                _insert(conn, batch, self._stored_blobs)
+                _insert(conn, batch, self._stored_blobs, self._rollups)
         except Exception as exc:  # noqa: BLE001 - retried one request at a time, where it is told apart
             if len(batch) == 1 and not isinstance(exc, IntegrityError):
                 lane.index = None  # the database's head is what counts after a failure
@@ -255,7 +265,7 @@ class RecordWriter:
                 lane.link(pending.rows)
             try:
                 with self._transaction() as conn:
-                    _insert(conn, [pending], self._stored_blobs)
+                    _insert(conn, [pending], self._stored_blobs, self._rollups)
             except IntegrityError:
                 head = self.chains.read_head(lane)
                 if head == (lane.index, lane.prev) or attempt + 1 == LINK_ATTEMPTS:

@@ -133,7 +133,8 @@ def test_rollups_equal_the_records_after_concurrent_writes(url: str):
     store = AuditStore(url)
     try:
         append_concurrently(store, seed=1)
-        assert store.records_writer.commits < store.records_writer.requests_written or os.cpu_count() == 1  # some batched
+        writer = store.records_writer
+        assert writer.commits < writer.requests_written  # some transactions carried several requests
     finally:
         store.close()
     assert assert_rollups_are_the_records(url) > 300

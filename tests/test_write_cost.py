@@ -1,6 +1,7 @@
 """The audit write costs the same per record however many records the store holds (SQLite).
 
-The rollups (service/audit_rollups.py) are kept by per-row triggers on SQLite. Before issue 27's
+The rollups (service/audit_rollups.py) are kept on SQLite by the record writer, once per committed
+batch (service/batch_rollups.py, revision 0017; per-row triggers before it). Before issue 27's
 second pass the trigger looked for a group's earlier rows through the caller's
 (caller_key_id, seq) index, reading every earlier record of that caller for each new row: the
 CPU per group of 8 grew from 8 ms at 400 records to 30 ms at 3,200.
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from service.audit_rollups import RECORD_COLUMNS, SQLITE_TRIGGERS, rollup_statements
+from service import batch_rollups
+from service.audit_rollups import RECORD_COLUMNS, rollup_statements
 from service.store import AuditStore
 from service.tables import RecordRow, TaskBlobRow, new_record_id
 
@@ -38,12 +40,15 @@ def test_the_rollup_statements_find_earlier_rows_of_a_group_by_the_group_index(t
         with store.engine.connect() as conn:
             plans = [conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params).all()
                      for statement in rollup_statements("sqlite", new_row)]
+            # and the writer's statements over a committed batch's rows (revision 0017)
+            plans += [conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, {"after": 0}).all()
+                      for statement in batch_rollups._statements()]
             triggers = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger' "
                                             "AND tbl_name = 'records' AND name LIKE 'records_rollups%'").all()
         reads = [row[3] for plan in plans for row in plan if row[3].startswith(("SEARCH e", "SCAN e"))]
         assert reads, plans
         assert all("USING INDEX ix_records_group" in read for read in reads), reads
-        assert sorted(name for (name,) in triggers) == sorted(SQLITE_TRIGGERS)
+        assert triggers == []  # the writer keeps them, once per batch
     finally:
         store.engine.dispose()
 
