@@ -2,7 +2,7 @@
 Math-Verify in a process pool of as many processes as Assay has sandbox workers.
 
     python bench/math_throughput.py [--pairs 2000] [--workers 2] [--concurrency 8] [--profile] [--judge-only]
-                                    [--costs-only]
+                                    [--costs-only] [--client raw|httpx]
 
 Two pair sets: generated GRPO groups in common answer forms (`make_pairs`, Math-Verify with
 its default configuration), and the (gold, prediction) pairs of Math-Verify's own suite
@@ -23,16 +23,21 @@ cost per request (`request_costs`): the latency of a trivially judged answer sen
 (p50), the wall time per request and the API process's CPU per request with 8 clients at once,
 with the machine's load average and the fsync latency of the database's disk (a SQLite commit
 with synchronous=FULL waits for one). Every Assay run also prints the API process's CPU and this
-client's own CPU per request: the client (httpx, JSON) runs on the same cores as the service.
-Clients keep their connection (one `httpx.Client` per client thread), as a trainer does.
+client's own CPU per request: the client runs on the same cores as the service.
+Clients keep their connection (one client per client thread), as a trainer does. `--client raw`
+(the default since perf4) is a lean keep-alive socket client (`RawClient`: real HTTP/1.1 and JSON,
+~0.2 ms of CPU a request); `--client httpx` the httpx client of earlier rounds (~1.2-1.5 ms a
+request, more than Math-Verify's whole per-pair IPC in its pool, on the same two cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json as _json
 import os
 import random
+import socket
 import statistics
 import sys
 import tempfile
@@ -40,6 +45,7 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -159,16 +165,103 @@ def _groups(pairs: list[Pair]) -> list[list[Pair]]:
     return groups
 
 
+class _Answer:
+    def __init__(self, status_code: int, content: bytes) -> None:
+        self.status_code, self.content = status_code, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return _json.loads(self.content)
+
+    def raise_for_status(self) -> None:
+        if self.status_code >= 400:
+            raise RuntimeError(f"{self.status_code} {self.text[:300]}")
+
+
+class RawClient:
+    """A lean HTTP/1.1 keep-alive client on one socket: the request written in one `sendall`,
+    the answer read by its Content-Length, JSON by the standard library. It does what httpx
+    does for these requests at a fraction of the CPU (httpx spends 1.2-1.5 ms a request here,
+    on the same two cores as the service it measures: docs/benchmarks.md, perf4). A reset
+    connection raises `httpx.TransportError`, as httpx would, so callers retry alike."""
+
+    def __init__(self, url: str, key: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self._address = (host, int(port))
+        self._head = f"Host: {host}:{port}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+
+    def post(self, path: str, json: Any) -> _Answer:  # noqa: A002 - httpx's keyword
+        body = _json.dumps(json, separators=(",", ":")).encode()
+        request = f"POST {path} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        try:
+            if self._sock is None:
+                self._sock = socket.create_connection(self._address)
+                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock.sendall(request)
+            return self._read()
+        except OSError as exc:
+            self.close()
+            raise httpx.TransportError(str(exc)) from exc
+
+    def _read(self) -> _Answer:
+        assert self._sock is not None
+        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
+            self._more()
+        head, self._buffer = self._buffer[:end].decode("latin-1"), self._buffer[end + 4:]
+        lines = head.split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        if "content-length" not in fields:
+            raise httpx.TransportError(f"an answer without Content-Length: {head[:200]}")
+        size = int(fields["content-length"])
+        while len(self._buffer) < size:
+            self._more()
+        content, self._buffer = self._buffer[:size], self._buffer[size:]
+        if fields.get("connection", "").lower() == "close":
+            self.close()
+        return _Answer(status, content)
+
+    def _more(self) -> None:
+        assert self._sock is not None
+        chunk = self._sock.recv(1 << 16)
+        if not chunk:
+            raise OSError("the server closed the connection")
+        self._buffer += chunk
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock, self._buffer = None, b""
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+CLIENT = "raw"  # --client: "raw" (RawClient) or "httpx"
+
+
+def new_client(server: LiveServer) -> RawClient | httpx.Client:
+    return RawClient(server.url, server.admin_key) if CLIENT == "raw" else server.client()
+
+
 class _Clients:
-    """One keep-alive `httpx.Client` per client thread, as a trainer holds one."""
+    """One keep-alive client per client thread, as a trainer holds one (`--client`)."""
 
     def __init__(self, server: LiveServer) -> None:
         self.server, self._local, self._all = server, threading.local(), []
 
-    def get(self) -> httpx.Client:
+    def get(self) -> RawClient | httpx.Client:
         client = getattr(self._local, "client", None)
         if client is None:
-            client = self._local.client = self.server.client()
+            client = self._local.client = new_client(self.server)
             self._all.append(client)
         return client
 
@@ -350,7 +443,7 @@ def request_costs(server: LiveServer, sequential: int = 400, concurrent: int = 1
     assert server.proc is not None
     print(f"\n== service cost per request (trivially judged single answers); {_load()}; "
           f"fsync p50 {_fsync_ms(server.workdir):.2f} ms on the database's disk")
-    with server.client() as c:
+    with new_client(server) as c:
         for _ in range(50):
             c.post("/v1/verify", json=body).raise_for_status()
         latencies = []
@@ -457,7 +550,12 @@ def main() -> None:
                              "to compare checkouts at the same load")
     parser.add_argument("--costs-only", action="store_true",
                         help="only the service's cost per request (latency, 8 clients), no Math-Verify")
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                        help="the HTTP client of the Assay runs: a lean keep-alive socket client, or httpx")
     args = parser.parse_args()
+    global CLIENT
+    CLIENT = args.client
+    print(f"client: {CLIENT}; {_load()}")
     sets = {"generated GRPO groups": make_pairs(args.pairs), "Math-Verify suite": suite_pairs()}
     if args.judge_only:
         judge_only(sets)

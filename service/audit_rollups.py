@@ -33,7 +33,8 @@ time, also for COPY), in a SECURITY DEFINER function owned by the schema owner, 
 service's role reads the rollups but can never write them. The trigger takes one
 transaction-level advisory lock first: concurrent record writes then update the shared
 rollup rows one transaction after the other, never in crossed order (no deadlock).
-SQLite runs the same statements per inserted row.
+SQLite ran the same statements per inserted row (row triggers) until revision 0017; since
+then the record writer runs them once per committed batch (service/batch_rollups.py).
 """
 
 from __future__ import annotations
