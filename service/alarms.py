@@ -43,7 +43,7 @@ from service.config import Settings
 from service.eval_metrics import bootstrap_difference, mean
 from service.metrics import Metrics
 from service.run_schemas import AlarmExample, AlarmOut, HeldOut, RunOut, RunStep, Thresholds
-from service.runs import HeldOutTasks, examples, held_out, length_of, run_records, steps
+from service.runs import HeldOutTasks, examples, held_out, length_of, run_records, step_marks, steps
 from service.store import AuditStore
 from service.tables import RecordRow, RunAlarmRow, RunThresholdsRow
 
@@ -318,11 +318,12 @@ def _alarm_out(row: RunAlarmRow, holds: bool) -> AlarmOut:
 def check_run(store: AuditStore, run_id: str, sink: AlarmSink | None = None) -> RunOut | None:
     """The run's series and alarms; raises (stores and announces) any alarm whose rule holds
     for the first time. None when no record carries the run."""
-    n, first, last = run_records(store, run_id)
+    marks = step_marks(store, run_id)
+    n, first, last = run_records(store, run_id, marks)
     if n == 0:
         return None
     t = thresholds(store, run_id)
-    series = steps(store, run_id)
+    series = steps(store, run_id, marks=marks)
     points, per_task = held_out(store, run_id)
     findings = evaluate(series, points, per_task, t)
     with store.db() as s:

@@ -20,7 +20,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from service.eval_metrics import Vote, maj_at_k, pass_at_k
 from service.run_schemas import HeldOut, LengthBucket, RunStep, RunSummary
 from service.store import AuditStore
-from service.tables import EvalRow, RecordRow, RunAlarmRow
+from service.tables import EvalRow, RecordRow, RollupRunStepRow, RunAlarmRow
 
 NO_ANSWER = "(no answer)"
 QUARTERS = 4
@@ -59,23 +59,47 @@ def _count_if(condition: Any) -> Any:
     return func.sum(case((condition, 1), else_=0))
 
 
+def _rolled_up(store: AuditStore) -> bool:
+    """Postgres keeps per-run-step figures as records are written (`rollup_run_steps`, revision
+    0016); on SQLite they are a GROUP BY over the index (run_id, run_step, seq) at read time."""
+    return store.engine.dialect.name == "postgresql"
+
+
 def list_runs(store: AuditStore, limit: int = 200) -> list[RunSummary]:
-    """Runs by name, with their record counts and step range (an index-only scan on Postgres)."""
+    """Runs by name, with their record counts and step range (Postgres: from the per-run-step
+    rollup; SQLite: an index scan of the records)."""
+    if _rolled_up(store):
+        r = RollupRunStepRow
+        stmt = select(r.run_id, func.sum(r.records), func.min(r.step), func.max(r.step)).group_by(r.run_id)
+        stmt = stmt.order_by(r.run_id).limit(limit)
+    else:
+        stmt = (select(RecordRow.run_id, func.count(), func.min(RecordRow.run_step), func.max(RecordRow.run_step))
+                .where(RecordRow.run_id.is_not(None)).group_by(RecordRow.run_id)
+                .order_by(RecordRow.run_id).limit(limit))
     with store.db() as s:
-        rows = s.execute(select(RecordRow.run_id, func.count(), func.min(RecordRow.run_step),
-                                func.max(RecordRow.run_step))
-                         .where(RecordRow.run_id.is_not(None)).group_by(RecordRow.run_id)
-                         .order_by(RecordRow.run_id).limit(limit)).all()
+        rows = s.execute(stmt).all()
         alarms = dict(s.execute(select(RunAlarmRow.run_id, func.count()).group_by(RunAlarmRow.run_id)).all())
-    return [RunSummary(id=run, records=n, first_step=lo, last_step=hi, alarms=alarms.get(run, 0))
+    return [RunSummary(id=run, records=int(n), first_step=lo, last_step=hi, alarms=alarms.get(run, 0))
             for run, n, lo, hi in rows]
 
 
-def run_records(store: AuditStore, run_id: str) -> tuple[int, int | None, int | None]:
+def step_marks(store: AuditStore, run_id: str) -> dict[int, tuple[int, int]]:
+    """Per step of the run: (its records, held-out ones included; the highest seq written there).
+    Records are append-only, so a changed mark means records were added (or archived)."""
+    if _rolled_up(store):
+        r = RollupRunStepRow
+        stmt = select(r.step, r.records, r.last_seq).where(r.run_id == run_id, r.records > 0)
+    else:
+        stmt = (select(RecordRow.run_step, func.count(), func.max(RecordRow.seq))
+                .where(RecordRow.run_id == run_id, RecordRow.run_step.is_not(None)).group_by(RecordRow.run_step))
     with store.db() as s:
-        n, lo, hi = s.execute(select(func.count(), func.min(RecordRow.run_step), func.max(RecordRow.run_step))
-                              .where(RecordRow.run_id == run_id)).one()
-    return n, lo, hi
+        return {st: (int(n), int(last)) for st, n, last in s.execute(stmt).all()}
+
+
+def run_records(store: AuditStore, run_id: str,
+                marks: dict[int, tuple[int, int]] | None = None) -> tuple[int, int | None, int | None]:
+    marks = step_marks(store, run_id) if marks is None else marks
+    return sum(n for n, _ in marks.values()), min(marks, default=None), max(marks, default=None)
 
 
 class StepCache:
@@ -109,15 +133,13 @@ CACHE = StepCache()
 MAX_STALE_LISTED = 200
 
 
-def steps(store: AuditStore, run_id: str, cache: StepCache | None = CACHE) -> list[RunStep]:
+def steps(store: AuditStore, run_id: str, cache: StepCache | None = CACHE,
+          marks: dict[int, tuple[int, int]] | None = None) -> list[RunStep]:
     """The run's training series, one entry per step (steps unchanged since the last read come
-    from the cache)."""
+    from the cache; `marks`: `step_marks` of the run, when already read)."""
     if cache is None:
         return compute_steps(store, run_id)
-    with store.db() as s:
-        marks = {st: (n, last) for st, n, last in s.execute(
-            select(RecordRow.run_step, func.count(), func.max(RecordRow.seq))
-            .where(RecordRow.run_id == run_id).group_by(RecordRow.run_step)).all()}
+    marks = step_marks(store, run_id) if marks is None else marks
     key = (str(store.engine.url), run_id)
     known = {st: entry for st, entry in cache.get(key).items() if st in marks}
     stale = sorted(st for st, mark in marks.items() if st not in known or known[st][0] != mark)

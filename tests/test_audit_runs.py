@@ -51,7 +51,8 @@ def _record(rng: random.Random, at: datetime, run: str | None, step: int | None,
     verdict = verdict or rng.choice(["correct", "correct", "incorrect", "timeout", "error", "invalid_format"])
     reward = 1.0 if verdict == "correct" else 0.0
     return RecordRow(
-        id=uuid.uuid4().hex, created_at=at, caller_key_id=rng.choice(["ka", "kb"]), task_id=f"{verifier}/t{rng.randrange(6)}",
+        id=uuid.uuid4().hex, created_at=at, caller_key_id=rng.choice(["ka", "kb"]),
+        task_id=f"{verifier}/t{rng.randrange(6)}",
         task_hash=f"{verifier[:2]}{rng.randrange(6):062x}", task_public={}, verifier=verifier, verifier_version="1",
         response_hash=f"{rng.getrandbits(128):032x}", response="z" * rng.choice([3, 40, 400]),
         components={"correctness": {"value": reward, "hard": False}}, reward=reward, verdict=verdict,
