@@ -255,3 +255,70 @@ def test_runs_pages_and_review_answer_as_the_records(url: str, tmp_path: Path) -
             _check_review(c, writer)
             _check_runs_list(c, ui, _stored(writer))
     writer.engine.dispose()
+
+
+def _run_steps_by_hand(conn: sa.Connection) -> list[tuple]:
+    return [tuple(r) for r in conn.execute(sa.text(
+        "SELECT run_id, run_step, count(*), count(eval_id), max(seq) FROM records WHERE run_id IS NOT NULL "
+        "GROUP BY run_id, run_step ORDER BY run_id, run_step"))]
+
+
+def _run_steps_rolled_up(conn: sa.Connection) -> list[tuple]:
+    return [tuple(r) for r in conn.execute(sa.text(
+        "SELECT run_id, step, records, evals, last_seq FROM rollup_run_steps ORDER BY run_id, step"))]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_run_step_rollups_are_the_records_after_upgrade_writes_and_archive(database: str,  # noqa: F811
+                                                                             tmp_path: Path) -> None:
+    """Revision 0016 on a database with records (back-fill), then writes through the trigger
+    (COPY-sized batches and single rows, to old and new steps), then an archive of the oldest
+    days: rollup_run_steps equals the GROUP BY of the stored records at each point, and the runs
+    list and a run's figures are the records'."""
+    from alembic import command
+
+    from service import audit_archive, audit_partitions, migrations
+    from service.runs import list_runs, run_records
+
+    rng = random.Random(16)
+    engine = sa.create_engine(database)
+    with engine.connect() as conn:
+        command.upgrade(migrations.alembic_config(conn), "0015")
+        conn.commit()
+    old_day = (START - timedelta(days=2)).date()
+    columns = [c for c in RecordRow.__table__.columns if c.name != "seq"]
+    rows = [_record(rng, datetime(old_day.year, old_day.month, old_day.day, 3, tzinfo=UTC) + timedelta(minutes=i),
+                    rng.choice(["old-run", "run-x", None]), rng.randrange(4), None, 0, "math",
+                    eval_id=uuid.uuid4().hex[:32] if rng.random() < 0.2 else None) for i in range(60)]
+    with engine.begin() as conn:
+        audit_partitions.create_partitions(conn, [old_day, old_day + timedelta(days=1)])
+        conn.execute(RecordRow.__table__.insert(), [{**{c.name: getattr(r, c.name) for c in columns}, "masked": False}
+                                                  for r in rows])
+    with engine.connect() as conn:
+        command.upgrade(migrations.alembic_config(conn), "head")
+        conn.commit()
+        assert _run_steps_rolled_up(conn) == _run_steps_by_hand(conn) != []
+    store = AuditStore(database)
+    at = _write(store, rng, "run-x", range(2, 6), START, eval_every=2)
+    _write(store, rng, "run-y", range(0, 2), at, verifier="code")
+    store.append([_record(rng, START + timedelta(hours=1, seconds=i), "run-x", 3, "g1", i, "math")
+                  for i in range(40)], [])
+    with engine.connect() as conn:
+        assert _run_steps_rolled_up(conn) == _run_steps_by_hand(conn)
+    result = audit_archive.archive(store, START.date() - timedelta(days=1), tmp_path / "archive")
+    assert result.removed and result.records == len(rows)
+    with engine.connect() as conn:
+        # The highest seq ever written to a step stays (a change mark); the counts are what is stored.
+        rolled, hand = _run_steps_rolled_up(conn), _run_steps_by_hand(conn)
+        assert [r[:4] for r in rolled] == [r[:4] for r in hand]
+        assert all(r[4] >= h[4] for r, h in zip(rolled, hand, strict=True))
+        by_hand = {(run, step): n for run, step, n, _, _ in _run_steps_by_hand(conn)}
+    expected = _expected_runs(_stored(store))
+    assert {r.id: (r.records, r.first_step, r.last_step) for r in list_runs(store)} == expected
+    assert "old-run" not in expected and sum(by_hand.values()) == sum(n for n, _, _ in expected.values())
+    for run in expected:
+        assert run_records(store, run) == expected[run]
+    assert run_records(store, "old-run") == (0, None, None)
+    store.close()
+    engine.dispose()
