@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import DateTime, and_, bindparam, case, func, literal_column, or_, select, true, union_all
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import aliased
 
 from service import audit_partitions
 from service.auth import Caller
@@ -271,8 +272,9 @@ def _probe(store: AuditStore, condition: Any, windows: list[tuple[datetime, date
                         ).table_valued("lo", "hi", with_ordinality="n").render_derived()
         in_window = and_(RecordRow.created_at >= w.c.lo, RecordRow.created_at < w.c.hi)
         if flagged:
-            start = (select(RecordRow.seq).where(in_window).order_by(RecordRow.created_at).limit(1)
-                     .scalar_subquery())
+            e = aliased(RecordRow)  # the window's first record, whatever its flags
+            start = (select(e.seq).where(e.created_at >= w.c.lo, e.created_at < w.c.hi).order_by(e.created_at)
+                     .limit(1).correlate_except(e).scalar_subquery())
             first = (select(RecordRow.seq, RecordRow.created_at)
                      .where(condition, _FLAGGED, in_window, RecordRow.seq >= start)
                      .order_by(RecordRow.seq).limit(1).lateral("first"))

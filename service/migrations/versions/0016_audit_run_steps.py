@@ -8,8 +8,9 @@
   already stored are added, one partition at a time. SQLite: the table is created and stays
   empty (those figures are a GROUP BY over the index at read time; the SQLite triggers are
   unchanged).
-- `ix_records_run_eval` (run_id, eval_id) over the held-out records only: the run page's
-  held-out points read the run's evaluation records (~1% of them), not all its records.
+- `ix_records_run_eval` (run_id, seq) over the held-out records only: the run page's held-out
+  points read the run's evaluation records (~1% of them), not all its records, and whether
+  they changed since the last read from this index alone.
 
 Revision ID: 0016
 Revises: 0015
