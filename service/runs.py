@@ -241,11 +241,37 @@ class HeldOutTasks:
         return {task: c / n for task, (n, c) in self.counts.items() if n}
 
 
-def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
+# Per process, the held-out figures of the runs read last, with the (count, highest seq) of the
+# run's held-out records they were computed from (read from ix_records_run_eval alone).
+HELD_OUT = StepCache()
+
+
+def held_out(store: AuditStore, run_id: str,
+             cache: StepCache | None = HELD_OUT) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
     """The evaluations tagged with the run, by step, and each one's per-task counts (for intervals).
-    A task answered by several groups of one evaluation pools their responses."""
-    task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
+    A task answered by several groups of one evaluation pools their responses. Computed again
+    only when the run's held-out records changed (records are append-only: a new one changes
+    their count and highest seq; an archived one their count); the evaluations' names are read
+    each time."""
     cond = and_(RecordRow.run_id == run_id, RecordRow.eval_id.is_not(None))
+    with store.db() as s:
+        mark = tuple(s.execute(select(func.count(), func.max(RecordRow.seq)).where(cond)).one())
+    key = (str(store.engine.url), run_id)
+    found = cache.get(key).get(mark) if cache is not None else None
+    if found is None:
+        found = _held_out(store, cond)
+        if cache is not None:
+            cache.put(key, {mark: found})
+    points, tasks = found
+    with store.db() as s:
+        ids = [p.eval_id for p in points]
+        meta = {r.id: r for r in s.scalars(select(EvalRow).where(EvalRow.id.in_(ids)))} if ids else {}
+    return [p.model_copy(update={"name": meta[p.eval_id].name, "checkpoint": meta[p.eval_id].checkpoint})
+            if p.eval_id in meta else p for p in points], tasks
+
+
+def _held_out(store: AuditStore, cond: Any) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
+    task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
     # The answer is computed in a subquery: Postgres cannot match a GROUP BY expression with bound parameters.
     each = (select(RecordRow.eval_id.label("eval_id"), RecordRow.run_step.label("step"), task.label("task"),
                    answer_key().label("answer"), RecordRow.verdict.label("verdict"), RecordRow.reward.label("reward"))
@@ -256,7 +282,6 @@ def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, H
                          .group_by(each.c.eval_id, each.c.task, each.c.answer)).all()
         totals = dict(s.execute(select(RecordRow.eval_id, func.count()).where(cond)
                                 .group_by(RecordRow.eval_id)).all())
-        meta = {r.id: r for r in s.scalars(select(EvalRow).where(EvalRow.id.in_(list(totals))))} if totals else {}
     tasks: dict[str, HeldOutTasks] = defaultdict(HeldOutTasks)
     step_of: dict[str, int] = {}
     rewards: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
@@ -275,10 +300,9 @@ def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, H
     for eval_id, entry in tasks.items():
         counted = [(key, n, c) for key, (n, c) in entry.counts.items() if n]
         ks = [k for k in KS if counted and k <= min(n for _, n, _ in counted)]
-        run = meta.get(eval_id)
         points.append(HeldOut(
-            step=step_of[eval_id], eval_id=eval_id, name=run.name if run else None,
-            checkpoint=run.checkpoint if run else None, n_tasks=len(entry.counts), n_responses=totals.get(eval_id, 0),
+            step=step_of[eval_id], eval_id=eval_id, name=None, checkpoint=None,  # names: see held_out
+            n_tasks=len(entry.counts), n_responses=totals.get(eval_id, 0),
             pass_at_k={str(k): sum(pass_at_k(n, c, k) for _, n, c in counted) / len(counted) for k in ks},
             maj_at_k={str(k): sum(maj_at_k(entry.votes[key], k) for key, _, _ in counted) / len(counted) for k in ks},
             mean_reward=rewards[eval_id][0] / rewards[eval_id][1] if rewards[eval_id][1] else None,

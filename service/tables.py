@@ -95,7 +95,7 @@ class RecordRow(Chained, Base):
         # A run's held-out records (revision 0016): the run page reads them without walking the
         # run's training records (~99% of its records).
         Index("ix_records_run_eval", "run_id", "eval_id", postgresql_where=text("eval_id IS NOT NULL"),
-              sqlite_where=text("eval_id IS NOT NULL")),
+              sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=["seq"]),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

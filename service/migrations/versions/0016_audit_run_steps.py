@@ -8,9 +8,9 @@
   already stored are added, one partition at a time. SQLite: the table is created and stays
   empty (those figures are a GROUP BY over the index at read time; the SQLite triggers are
   unchanged).
-- `ix_records_run_eval` (run_id, seq) over the held-out records only: the run page's held-out
-  points read the run's evaluation records (~1% of them), not all its records, and whether
-  they changed since the last read from this index alone.
+- `ix_records_run_eval` (run_id, eval_id; Postgres: seq included) over the held-out records
+  only: the run page's held-out points read the run's evaluation records (~1% of them), not all
+  its records, and whether they changed since the last read from this index alone.
 
 Revision ID: 0016
 Revises: 0015
@@ -42,7 +42,8 @@ def upgrade() -> None:
     )
     # On Postgres built on every partition (one pass over each).
     op.create_index("ix_records_run_eval", "records", ["run_id", "eval_id"], if_not_exists=True,
-                    postgresql_where=sa.text("eval_id IS NOT NULL"), sqlite_where=sa.text("eval_id IS NOT NULL"))
+                    postgresql_where=sa.text("eval_id IS NOT NULL"), sqlite_where=sa.text("eval_id IS NOT NULL"),
+                    postgresql_include=["seq"])
     if bind.dialect.name != "postgresql":
         return
     schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
