@@ -28,6 +28,7 @@ Steps with fewer than `min_responses` judged responses are not judged.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -43,7 +44,7 @@ from service.config import Settings
 from service.eval_metrics import bootstrap_difference, mean
 from service.metrics import Metrics
 from service.run_schemas import AlarmExample, AlarmOut, HeldOut, RunOut, RunStep, Thresholds
-from service.runs import HeldOutTasks, examples, held_out, length_of, run_records, steps
+from service.runs import HeldOutTasks, examples, held_out, length_of, run_records, step_marks, steps
 from service.store import AuditStore
 from service.tables import RecordRow, RunAlarmRow, RunThresholdsRow
 
@@ -92,6 +93,14 @@ def reward_up_heldout_down(series: list[RunStep], points: list[HeldOut], per_tas
     return min(found, key=lambda f: f.step, default=None)
 
 
+@functools.lru_cache(maxsize=256)
+def _bootstrap(a: tuple[float, ...], b: tuple[float, ...], paired: bool) -> tuple[float, float] | None:
+    """`bootstrap_difference` (seeded: the same inputs give the same interval), kept per process:
+    a run page re-reads the same two evaluations' pass rates on every load (2,000 resamples of
+    ~1,500 tasks cost about a second of Python)."""
+    return bootstrap_difference(a, b, paired)
+
+
 def _heldout_fell(series: list[RunStep], with_pass: list[HeldOut], per_task: dict[str, HeldOutTasks],
                   t: Thresholds) -> Finding | None:
     rule = t.reward_up_heldout_down
@@ -104,8 +113,8 @@ def _heldout_fell(series: list[RunStep], with_pass: list[HeldOut], per_task: dic
         a, b = per_task[best.eval_id].pass1(), per_task[last.eval_id].pass1()
         paired = sorted(a) == sorted(b)
         keys = sorted(a) if paired else None
-        interval = bootstrap_difference([a[k] for k in keys] if keys else list(a.values()),
-                                        [b[k] for k in keys] if keys else list(b.values()), paired)
+        interval = _bootstrap(tuple(a[k] for k in keys) if keys else tuple(a.values()),
+                              tuple(b[k] for k in keys) if keys else tuple(b.values()), paired)
         r_then = _window_mean(judged, best.step, t.window, lambda s: s.reward_mean)
         r_now = _window_mean(judged, last.step, t.window, lambda s: s.reward_mean)
         if interval is None or interval[1] >= 0 or r_then is None or r_now is None:
@@ -318,11 +327,12 @@ def _alarm_out(row: RunAlarmRow, holds: bool) -> AlarmOut:
 def check_run(store: AuditStore, run_id: str, sink: AlarmSink | None = None) -> RunOut | None:
     """The run's series and alarms; raises (stores and announces) any alarm whose rule holds
     for the first time. None when no record carries the run."""
-    n, first, last = run_records(store, run_id)
+    marks = step_marks(store, run_id)
+    n, first, last = run_records(store, run_id, marks)
     if n == 0:
         return None
     t = thresholds(store, run_id)
-    series = steps(store, run_id)
+    series = steps(store, run_id, marks=marks)
     points, per_task = held_out(store, run_id)
     findings = evaluate(series, points, per_task, t)
     with store.db() as s:

@@ -16,7 +16,9 @@ What it does, as the schema owner (the service's role may never delete):
    before it in its chain (the first to the previous archive's last row of that chain).
 4. In one transaction: records the archive in `audit_archives` (append-only; with each
    chain's last archived index and hash), drops those days' keys from `record_keys`, and
-   detaches and drops the partitions. The rollups keep counting the archived records.
+   detaches and drops the partitions. The rollups keep counting the archived records, except
+   `rollup_run_steps` (the runs list and run pages count the stored records): their records
+   are subtracted there.
 
 The chain across the boundary: the first record left in a chain links (`chain_prev`) to the
 last archived one, whose index and hash `audit_archives` keeps; `assay audit verify` starts
@@ -38,7 +40,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from service import audit_partitions
+from service import audit_partitions, audit_rollups
 from service.audit_chain import GENESIS, archived_tips, row_hash
 from service.audit_export import export_line
 from service.store import AuditStore
@@ -191,6 +193,8 @@ def archive(store: AuditStore, before: date, out_dir: Path, remove: bool = True)
             records=expected, manifest=manifest))
         for name in names:
             conn.execute(sa.text(f"DELETE FROM record_keys WHERE record_id IN (SELECT id FROM {name})"))
+            conn.execute(sa.text(audit_rollups.archived_run_steps_statement(name)))
             conn.execute(sa.text(f"ALTER TABLE records DETACH PARTITION {name}"))
             conn.execute(sa.text(f"DROP TABLE {name}"))
+        conn.execute(sa.text(audit_rollups.ARCHIVED_RUN_STEPS_EMPTY))
     return ArchiveResult(path, expected, names, True, left, manifest)

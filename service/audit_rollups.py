@@ -20,6 +20,13 @@ Two tables, filled by database triggers on `records` (service/migrations/version
 - `rollup_quarters` (revision 0015): the counts of `rollup_hours` per quarter hour (epoch
   seconds // 900), which the overview of a window of up to 12 hours (15-minute buckets)
   adds up (whole quarter hours; the partial quarter hours at the edges from the records).
+- `rollup_run_steps` (revision 0016, Postgres only): per training run and step, its stored
+  records (held-out ones included), how many of them are held-out, and the highest seq ever
+  written there; the runs list, a run's record count and step range and the run page's
+  per-step change marks read it (service/runs.py). Archiving subtracts the archived records
+  (service/audit_archive.py), so it counts what is stored. On SQLite the same figures are a
+  GROUP BY over the records' (run_id, run_step, seq) index at read time (SQLite stores are
+  small), and the table stays empty.
 
 A group counts in each hour it has records in (as the overview always counted it per bucket);
 per task, a group's zero variance is kept exact however its rows arrive: each write compares
@@ -308,10 +315,38 @@ SELECT id, created_at, caller_key_id, request_id, submission_id, submission_inde
 FROM new_rows"""
 
 
-def postgres_trigger_statements(schema: str, task_hours: bool = True, quarters: bool = True) -> list[str]:
-    """The AFTER INSERT statement trigger on the partitioned `records`: unique keys, then rollups."""
+def run_steps_statement(src: str) -> str:
+    """Postgres: add the rows of relation `src` (records' columns) to `rollup_run_steps`
+    (revision 0016). A record with a run but no step (the API never writes one) is left out."""
+    return f"""
+INSERT INTO rollup_run_steps (run_id, step, records, evals, last_seq)
+SELECT r.run_id, r.run_step, count(*), count(r.eval_id), max(r.seq) FROM {src} r
+WHERE r.run_id IS NOT NULL AND r.run_step IS NOT NULL
+GROUP BY r.run_id, r.run_step ORDER BY r.run_id, r.run_step
+ON CONFLICT (run_id, step) DO UPDATE SET records = rollup_run_steps.records + excluded.records,
+  evals = rollup_run_steps.evals + excluded.evals, last_seq = GREATEST(rollup_run_steps.last_seq, excluded.last_seq)"""
+
+
+def archived_run_steps_statement(partition: str) -> str:
+    """Postgres: take the records of `partition` (about to be archived and dropped) out of
+    `rollup_run_steps`; steps left without records are deleted (ARCHIVED_RUN_STEPS_EMPTY)."""
+    return f"""
+UPDATE rollup_run_steps s SET records = s.records - p.n, evals = s.evals - p.e
+FROM (SELECT run_id, run_step, count(*) AS n, count(eval_id) AS e FROM {partition}
+      WHERE run_id IS NOT NULL AND run_step IS NOT NULL GROUP BY run_id, run_step) p
+WHERE s.run_id = p.run_id AND s.step = p.run_step"""
+
+
+ARCHIVED_RUN_STEPS_EMPTY = "DELETE FROM rollup_run_steps WHERE records <= 0"
+
+
+def postgres_trigger_statements(schema: str, task_hours: bool = True, quarters: bool = True,
+                                runs: bool = True) -> list[str]:
+    """The AFTER INSERT statement trigger on the partitioned `records`: unique keys, then rollups.
+    `runs=False`: without `rollup_run_steps` (the schemas before revision 0016)."""
     body = ";\n".join([f"PERFORM pg_advisory_xact_lock({ROLLUP_LOCK_KEY})", RECORD_KEYS,
-                       *rollup_statements("postgresql", "new_rows", task_hours, quarters=quarters)])
+                       *rollup_statements("postgresql", "new_rows", task_hours, quarters=quarters),
+                       *([run_steps_statement("new_rows")] if runs else [])])
     return [
         f"""CREATE OR REPLACE FUNCTION assay_records_after_insert() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = "{schema}", pg_temp SET jit = off AS $fn$

@@ -51,6 +51,7 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     "rollup_tasks": READ,
     "rollup_task_hours": READ,
     "rollup_quarters": READ,
+    "rollup_run_steps": READ,
     "record_keys": READ,
     "audit_archives": READ,
     "alembic_version": READ,

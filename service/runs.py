@@ -20,7 +20,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from service.eval_metrics import Vote, maj_at_k, pass_at_k
 from service.run_schemas import HeldOut, LengthBucket, RunStep, RunSummary
 from service.store import AuditStore
-from service.tables import EvalRow, RecordRow, RunAlarmRow
+from service.tables import EvalRow, RecordRow, RollupRunStepRow, RunAlarmRow
 
 NO_ANSWER = "(no answer)"
 QUARTERS = 4
@@ -59,23 +59,47 @@ def _count_if(condition: Any) -> Any:
     return func.sum(case((condition, 1), else_=0))
 
 
+def _rolled_up(store: AuditStore) -> bool:
+    """Postgres keeps per-run-step figures as records are written (`rollup_run_steps`, revision
+    0016); on SQLite they are a GROUP BY over the index (run_id, run_step, seq) at read time."""
+    return store.engine.dialect.name == "postgresql"
+
+
 def list_runs(store: AuditStore, limit: int = 200) -> list[RunSummary]:
-    """Runs by name, with their record counts and step range (an index-only scan on Postgres)."""
+    """Runs by name, with their record counts and step range (Postgres: from the per-run-step
+    rollup; SQLite: an index scan of the records)."""
+    if _rolled_up(store):
+        r = RollupRunStepRow
+        stmt = select(r.run_id, func.sum(r.records), func.min(r.step), func.max(r.step)).group_by(r.run_id)
+        stmt = stmt.order_by(r.run_id).limit(limit)
+    else:
+        stmt = (select(RecordRow.run_id, func.count(), func.min(RecordRow.run_step), func.max(RecordRow.run_step))
+                .where(RecordRow.run_id.is_not(None)).group_by(RecordRow.run_id)
+                .order_by(RecordRow.run_id).limit(limit))
     with store.db() as s:
-        rows = s.execute(select(RecordRow.run_id, func.count(), func.min(RecordRow.run_step),
-                                func.max(RecordRow.run_step))
-                         .where(RecordRow.run_id.is_not(None)).group_by(RecordRow.run_id)
-                         .order_by(RecordRow.run_id).limit(limit)).all()
+        rows = s.execute(stmt).all()
         alarms = dict(s.execute(select(RunAlarmRow.run_id, func.count()).group_by(RunAlarmRow.run_id)).all())
-    return [RunSummary(id=run, records=n, first_step=lo, last_step=hi, alarms=alarms.get(run, 0))
+    return [RunSummary(id=run, records=int(n), first_step=lo, last_step=hi, alarms=alarms.get(run, 0))
             for run, n, lo, hi in rows]
 
 
-def run_records(store: AuditStore, run_id: str) -> tuple[int, int | None, int | None]:
+def step_marks(store: AuditStore, run_id: str) -> dict[int, tuple[int, int]]:
+    """Per step of the run: (its records, held-out ones included; the highest seq written there).
+    Records are append-only, so a changed mark means records were added (or archived)."""
+    if _rolled_up(store):
+        r = RollupRunStepRow
+        stmt = select(r.step, r.records, r.last_seq).where(r.run_id == run_id, r.records > 0)
+    else:
+        stmt = (select(RecordRow.run_step, func.count(), func.max(RecordRow.seq))
+                .where(RecordRow.run_id == run_id, RecordRow.run_step.is_not(None)).group_by(RecordRow.run_step))
     with store.db() as s:
-        n, lo, hi = s.execute(select(func.count(), func.min(RecordRow.run_step), func.max(RecordRow.run_step))
-                              .where(RecordRow.run_id == run_id)).one()
-    return n, lo, hi
+        return {st: (int(n), int(last)) for st, n, last in s.execute(stmt).all()}
+
+
+def run_records(store: AuditStore, run_id: str,
+                marks: dict[int, tuple[int, int]] | None = None) -> tuple[int, int | None, int | None]:
+    marks = step_marks(store, run_id) if marks is None else marks
+    return sum(n for n, _ in marks.values()), min(marks, default=None), max(marks, default=None)
 
 
 class StepCache:
@@ -109,15 +133,13 @@ CACHE = StepCache()
 MAX_STALE_LISTED = 200
 
 
-def steps(store: AuditStore, run_id: str, cache: StepCache | None = CACHE) -> list[RunStep]:
+def steps(store: AuditStore, run_id: str, cache: StepCache | None = CACHE,
+          marks: dict[int, tuple[int, int]] | None = None) -> list[RunStep]:
     """The run's training series, one entry per step (steps unchanged since the last read come
-    from the cache)."""
+    from the cache; `marks`: `step_marks` of the run, when already read)."""
     if cache is None:
         return compute_steps(store, run_id)
-    with store.db() as s:
-        marks = {st: (n, last) for st, n, last in s.execute(
-            select(RecordRow.run_step, func.count(), func.max(RecordRow.seq))
-            .where(RecordRow.run_id == run_id).group_by(RecordRow.run_step)).all()}
+    marks = step_marks(store, run_id) if marks is None else marks
     key = (str(store.engine.url), run_id)
     known = {st: entry for st, entry in cache.get(key).items() if st in marks}
     stale = sorted(st for st, mark in marks.items() if st not in known or known[st][0] != mark)
@@ -219,11 +241,37 @@ class HeldOutTasks:
         return {task: c / n for task, (n, c) in self.counts.items() if n}
 
 
-def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
+# Per process, the held-out figures of the runs read last, with the (count, highest seq) of the
+# run's held-out records they were computed from (read from ix_records_run_eval alone).
+HELD_OUT = StepCache()
+
+
+def held_out(store: AuditStore, run_id: str,
+             cache: StepCache | None = HELD_OUT) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
     """The evaluations tagged with the run, by step, and each one's per-task counts (for intervals).
-    A task answered by several groups of one evaluation pools their responses."""
-    task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
+    A task answered by several groups of one evaluation pools their responses. Computed again
+    only when the run's held-out records changed (records are append-only: a new one changes
+    their count and highest seq; an archived one their count); the evaluations' names are read
+    each time."""
     cond = and_(RecordRow.run_id == run_id, RecordRow.eval_id.is_not(None))
+    with store.db() as s:
+        mark = tuple(s.execute(select(func.count(), func.max(RecordRow.seq)).where(cond)).one())
+    key = (str(store.engine.url), run_id)
+    found = cache.get(key).get(mark) if cache is not None else None
+    if found is None:
+        found = _held_out(store, cond)
+        if cache is not None:
+            cache.put(key, {mark: found})
+    points, tasks = found
+    with store.db() as s:
+        ids = [p.eval_id for p in points]
+        meta = {r.id: r for r in s.scalars(select(EvalRow).where(EvalRow.id.in_(ids)))} if ids else {}
+    return [p.model_copy(update={"name": meta[p.eval_id].name, "checkpoint": meta[p.eval_id].checkpoint})
+            if p.eval_id in meta else p for p in points], tasks
+
+
+def _held_out(store: AuditStore, cond: Any) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
+    task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
     # The answer is computed in a subquery: Postgres cannot match a GROUP BY expression with bound parameters.
     each = (select(RecordRow.eval_id.label("eval_id"), RecordRow.run_step.label("step"), task.label("task"),
                    answer_key().label("answer"), RecordRow.verdict.label("verdict"), RecordRow.reward.label("reward"))
@@ -234,7 +282,6 @@ def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, H
                          .group_by(each.c.eval_id, each.c.task, each.c.answer)).all()
         totals = dict(s.execute(select(RecordRow.eval_id, func.count()).where(cond)
                                 .group_by(RecordRow.eval_id)).all())
-        meta = {r.id: r for r in s.scalars(select(EvalRow).where(EvalRow.id.in_(list(totals))))} if totals else {}
     tasks: dict[str, HeldOutTasks] = defaultdict(HeldOutTasks)
     step_of: dict[str, int] = {}
     rewards: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
@@ -253,10 +300,9 @@ def held_out(store: AuditStore, run_id: str) -> tuple[list[HeldOut], dict[str, H
     for eval_id, entry in tasks.items():
         counted = [(key, n, c) for key, (n, c) in entry.counts.items() if n]
         ks = [k for k in KS if counted and k <= min(n for _, n, _ in counted)]
-        run = meta.get(eval_id)
         points.append(HeldOut(
-            step=step_of[eval_id], eval_id=eval_id, name=run.name if run else None,
-            checkpoint=run.checkpoint if run else None, n_tasks=len(entry.counts), n_responses=totals.get(eval_id, 0),
+            step=step_of[eval_id], eval_id=eval_id, name=None, checkpoint=None,  # names: see held_out
+            n_tasks=len(entry.counts), n_responses=totals.get(eval_id, 0),
             pass_at_k={str(k): sum(pass_at_k(n, c, k) for _, n, c in counted) / len(counted) for k in ks},
             maj_at_k={str(k): sum(maj_at_k(entry.votes[key], k) for key, _, _ in counted) / len(counted) for k in ks},
             mean_reward=rewards[eval_id][0] / rewards[eval_id][1] if rewards[eval_id][1] else None,

@@ -92,6 +92,10 @@ class RecordRow(Chained, Base):
         # Records of evaluation runs (revision 0014): an eval page's keys from this index alone.
         Index("ix_records_eval_seq", "eval_id", "seq", postgresql_where=text("eval_id IS NOT NULL"),
               sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=["created_at", "duration_ms", "reward"]),
+        # A run's held-out records (revision 0016): the run page reads them without walking the
+        # run's training records (~99% of its records).
+        Index("ix_records_run_eval", "run_id", "eval_id", postgresql_where=text("eval_id IS NOT NULL"),
+              sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=["seq"]),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -351,6 +355,18 @@ class RollupQuarterRow(Base):
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     n: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupRunStepRow(Base):
+    """Per training run and step (revision 0016, Postgres): its stored records, how many are
+    held-out, the highest seq written there; written by the trigger on records (SQLite: empty)."""
+
+    __tablename__ = "rollup_run_steps"
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    records: Mapped[int] = mapped_column(BigInteger)
+    evals: Mapped[int] = mapped_column(BigInteger)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
 
 
 class RollupTaskRow(Base):

@@ -124,7 +124,7 @@ def _partition_records(bind: sa.Connection) -> None:
     op.execute("CREATE INDEX ix_records_flags_gin ON records USING gin ((flags::jsonb) jsonb_path_ops)")
     for statement in append_only_statements("postgresql", "records"):
         op.execute(statement)
-    for statement in audit_rollups.postgres_trigger_statements(schema, task_hours=False, quarters=False):
+    for statement in audit_rollups.postgres_trigger_statements(schema, task_hours=False, quarters=False, runs=False):
         op.execute(statement)
     # Through the parent: each row lands in its day's partition, and the trigger fills
     # record_keys (checking uniqueness as before) and the rollups.

@@ -45,7 +45,7 @@ def upgrade() -> None:
     op.create_index("ix_records_verifier_reward_seq", "records", ["verifier", "reward", "seq"])
     if dialect == "postgresql":
         schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
-        for statement in audit_rollups.postgres_trigger_statements(schema, quarters=False):
+        for statement in audit_rollups.postgres_trigger_statements(schema, quarters=False, runs=False):
             op.execute(statement)
         if audit_partitions.is_partitioned(bind):
             sources = [name for _, name in audit_partitions.day_partitions(bind)]

@@ -38,7 +38,7 @@ def upgrade() -> None:
     )
     if dialect == "postgresql":
         schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
-        for statement in audit_rollups.postgres_trigger_statements(schema):
+        for statement in audit_rollups.postgres_trigger_statements(schema, runs=False):
             op.execute(statement)
         if audit_partitions.is_partitioned(bind):
             sources = [name for _, name in audit_partitions.day_partitions(bind)]
