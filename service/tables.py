@@ -347,7 +347,8 @@ class RollupHourRow(Base):
 
 
 class RollupQuarterRow(Base):
-    """`rollup_hours`' counts per quarter hour (revision 0015); written by a trigger on records."""
+    """`rollup_hours`' counts per quarter hour (revision 0015); kept by the Postgres insert trigger,
+    on SQLite by the record writer (revision 0017)."""
 
     __tablename__ = "rollup_quarters"
     quarter: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch seconds // 900 (UTC)

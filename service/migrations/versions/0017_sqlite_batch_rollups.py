@@ -9,7 +9,7 @@ stay as they are (they equal the records). Postgres is untouched: its statement 
 already runs once per insert statement.
 
 Revision ID: 0017
-Revises: 0015
+Revises: 0016
 Create Date: 2026-12-02
 """
 
@@ -20,7 +20,7 @@ from alembic import op
 from service.audit_rollups import SQLITE_TRIGGERS
 
 revision = "0017"
-down_revision = "0015"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
