@@ -214,12 +214,11 @@ def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_
 def _spawn_limited(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
                    rlimits: Rlimits) -> int:
     """posix_spawn of `prlimit --LIMIT=soft:hard ... -- argv`: fds 0-2 from the given ones,
-    every other descriptor this process could pass on closed (its own are close-on-exec;
-    the sandbox channel, fd 3, is not), SIGPIPE and SIGXFSZ at their defaults."""
+    no other descriptor of this process (`_no_descriptor_passed_on`), SIGPIPE and SIGXFSZ
+    at their defaults."""
+    _no_descriptor_passed_on()
     options = [f"--{PRLIMIT_OPTIONS[which]}={_limit_text(soft)}:{_limit_text(hard)}" for which, (soft, hard) in rlimits]
-    actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, stdin_fd, 0), (os.POSIX_SPAWN_DUP2, out_fd, 1),
-                                      (os.POSIX_SPAWN_DUP2, err_fd, 2)]
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds() if fd not in (stdin_fd, out_fd, err_fd)]
+    actions = [(os.POSIX_SPAWN_DUP2, stdin_fd, 0), (os.POSIX_SPAWN_DUP2, out_fd, 1), (os.POSIX_SPAWN_DUP2, err_fd, 2)]
     return os.posix_spawn(PRLIMIT, [PRLIMIT, *options, "--", *argv], env, file_actions=actions, setpgroup=0,
                           setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
 
@@ -228,19 +227,23 @@ def _limit_text(value: int) -> str:
     return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
-def _inheritable_fds() -> list[int]:
-    """This process's descriptors from 3 up that an exec would keep (without /proc: each
-    number up to the open-files limit, at most 1024)."""
+_cloexec_done_in: int | None = None
+
+
+def _no_descriptor_passed_on() -> None:
+    """Every descriptor of this process from 3 up close-on-exec (the sandbox channel, fd 3,
+    is the one that was not; Python makes its own so), so that an exec keeps only 0-2.
+    Once per process (a scan of every number up to the open-files limit, without /proc,
+    costs more than a small program's run): nothing here makes one inheritable again."""
+    global _cloexec_done_in
+    if _cloexec_done_in == os.getpid():
+        return
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    top = 1024 if soft == resource.RLIM_INFINITY else min(soft, 1024)
-    found = []
-    for fd in range(3, top):
-        try:
+    for fd in range(3, 1024 if soft == resource.RLIM_INFINITY else min(soft, 1024)):
+        with contextlib.suppress(OSError):
             if os.get_inheritable(fd):
-                found.append(fd)
-        except OSError:
-            continue
-    return found
+                os.set_inheritable(fd, False)
+    _cloexec_done_in = os.getpid()
 
 
 def _wait_main(pid: int, deadline: float) -> tuple[int | None, Any, float, float]:
