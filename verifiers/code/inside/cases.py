@@ -13,8 +13,9 @@ runs it once per case, each time as a fresh process tree under that case's limit
 - between cases, nothing of one case is left for the next: each case runs in a directory
   of its own, made for it with the program's files and removed after it; in a sandbox,
   every process of the job but this runner is killed and reaped, every file the job could
-  write is removed, and so are System V IPC objects and POSIX message queues (on the
-  process backend the program has an IPC namespace of its own, which ends with it).
+  write is removed, and so are System V IPC objects and (in a container) POSIX message
+  queues; no program can create one (RLIMIT_MSGQUEUE 0: on the process backend nothing
+  could list it to remove it).
 
 What this runner holds is never the answer: the cases' inputs and the program. Expected
 outputs stay on the host, which compares each case's output (or has the task's checker
