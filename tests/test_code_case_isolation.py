@@ -82,7 +82,9 @@ int main(void) {
         for (int s = 1; s < 32; s++) signal(s, SIG_IGN);
         for (;;) { touch("/tmp/work/alive"); touch("/tmp/alive"); usleep(5000); }
     }
-    usleep(20000);
+    /* Until the child has written its files (at most 2 s: a loaded machine may not run it at once). */
+    for (int i = 0; i < 400 && (access("/tmp/alive", F_OK) != 0 || access("/tmp/work/alive", F_OK) != 0); i++)
+        usleep(5000);
     /* Self-test: each kind of trace just left must be visible to this probe. */
     chmod("deep", 0700); chmod("deep/er", 0700);
     traces();

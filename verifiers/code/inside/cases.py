@@ -13,8 +13,9 @@ runs it once per case, each time as a fresh process tree under that case's limit
 - between cases, nothing of one case is left for the next: each case runs in a directory
   of its own, made for it with the program's files and removed after it; in a sandbox,
   every process of the job but this runner is killed and reaped, every file the job could
-  write is removed, and so are System V IPC objects and POSIX message queues (on the
-  process backend the program has an IPC namespace of its own, which ends with it).
+  write is removed, and so are System V IPC objects and (in a container) POSIX message
+  queues; no program can create one (RLIMIT_MSGQUEUE 0: on the process backend nothing
+  could list it to remove it).
 
 What this runner holds is never the answer: the cases' inputs and the program. Expected
 outputs stay on the host, which compares each case's output (or has the task's checker
@@ -39,9 +40,13 @@ import time
 from typing import Any
 
 from verifiers.code.inside.native import (
+    LIBC,
     POLL_S,
+    PRLIMIT,
     REAP_GRACE_S,
+    Rlimits,
     become_subreaper,
+    child_limits,
     describe_exit,
     program_descriptor,
     reap_children,
@@ -60,6 +65,7 @@ ISOLATED_WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
 IPC_RMID = 0
 SYSV = (("shmctl", 14, 13), ("semctl", 19, 18), ("msgctl", 12, 11))
 IPC_BUFFER = 1024
+_IPC_BUFFER = ctypes.create_string_buffer(IPC_BUFFER)
 
 
 class Scope:
@@ -143,10 +149,9 @@ def _wipe_under(top: str) -> None:
 def _remove_sysv_ipc() -> None:
     """Every System V IPC object this uid may remove, found without /proc (a namespace
     job has none): the INFO command gives the highest index in use, STAT each index's id."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    buffer = ctypes.create_string_buffer(IPC_BUFFER)
+    buffer = _IPC_BUFFER
     for name, info, stat_cmd in SYSV:
-        ctl = getattr(libc, name)
+        ctl = getattr(LIBC, name)
         highest = ctl(0, 0, info, buffer) if name == "semctl" else ctl(0, info, buffer)
         for index in range(max(highest, -1) + 1):
             ipc_id = ctl(index, 0, stat_cmd, buffer) if name == "semctl" else ctl(index, stat_cmd, buffer)
@@ -184,7 +189,7 @@ class _Output:
 
 
 def _run_one(argv: list[str], env: dict[str, str], stdin: bytes, program_fd: int | None, limits: dict[str, Any],
-             scope: Scope) -> tuple[dict[str, Any], bytes, bytes]:
+             rlimits: Rlimits, scope: Scope) -> tuple[dict[str, Any], bytes, bytes]:
     """One case: the program with this stdin, its outputs captured, its tree ended and
     counted. (report, stdout, stderr)."""
     stdin_fd = os.memfd_create("stdin")
@@ -196,8 +201,7 @@ def _run_one(argv: list[str], env: dict[str, str], stdin: bytes, program_fd: int
     err_r, err_w = os.pipe()
     started = time.monotonic()
     deadline = started + float(limits["wall_s"])
-    pid = spawn(argv, env, stdin_fd, out_w, err_w, limits.get("cpu_s"), limits.get("address_space_mb"),
-                limits.get("stack_mb"), program_fd, own_ipc=scope.isolated, more=_job_limits(limits))
+    pid = spawn(argv, env, stdin_fd, out_w, err_w, rlimits, program_fd)
     for fd in (stdin_fd, out_w, err_w):
         os.close(fd)
     outputs = [_Output(out_r, int(limits["output_bytes"])), _Output(err_r, int(limits["output_bytes"]))]
@@ -259,6 +263,12 @@ def _job_limits(limits: dict[str, Any]) -> dict[str, Any] | None:
     return more if any(more.values()) else None
 
 
+def _exec_allowed(scratch: str) -> bool:
+    """Whether a program can be started by path from `scratch` (not mounted noexec), with
+    prlimit there to set its limits."""
+    return os.access(PRLIMIT, os.X_OK) and not os.statvfs(scratch).f_flag & os.ST_NOEXEC
+
+
 def _has_children() -> bool:
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -296,12 +306,18 @@ def run_all(files: dict[str, bytes], payload: dict[str, Any], scope: Scope, scra
     argv = list(payload["argv"])
     env = dict(payload.get("env") or {})
     limits = dict(payload["limits"])
-    program_fd = program_descriptor(argv, files, executables)
+    # A program the scratch lets run is written into each case's directory and started
+    # by path, without a fork of this runner (native.spawn); where the scratch is noexec
+    # (a container's), it runs from a memfd, started from a fork.
+    program_fd = None if _exec_allowed(scratch) else program_descriptor(argv, files, executables)
     if program_fd is not None:
         # Run from its memfd: the file itself is not needed (and a Go binary is 1.3 MB
         # to write again for every case).
         files = {name: data for name, data in files.items() if name != argv[0][2:]}
         executables = [name for name in executables if name in files]
+    # The same limits for every case, worked out once.
+    rlimits = child_limits(limits.get("cpu_s"), limits.get("address_space_mb"), limits.get("stack_mb"),
+                           _job_limits(limits))
     reports: list[dict[str, Any]] = []
     unclean = False
     for stdin in payload.get("cases") or []:
@@ -310,7 +326,7 @@ def run_all(files: dict[str, bytes], payload: dict[str, Any], scope: Scope, scra
         write_files(files, binary=True)
         for name in executables:
             os.chmod(name, 0o755)
-        report, out, err = _run_one(argv, env, str(stdin).encode(), program_fd, limits, scope)
+        report, out, err = _run_one(argv, env, str(stdin).encode(), program_fd, limits, rlimits, scope)
         os.chdir(scratch)
         remove_path(case_dir)
         scope.wipe()

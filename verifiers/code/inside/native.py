@@ -37,7 +37,6 @@ from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 1 << 18
@@ -54,11 +53,20 @@ REAP_GRACE_S = 1.0
 MAX_STACK_MB = 1024
 # RLIMIT_NPROC counts the job's own processes too (as sandboxes/inside/worker.py counts).
 NPROC_HEADROOM = 4
+# util-linux's prlimit (Debian: essential; on the host and in the runtime image): sets
+# limits on itself, then execs the command (`spawn`).
+PRLIMIT = "/usr/bin/prlimit"
+PRLIMIT_OPTIONS = {resource.RLIMIT_AS: "as", resource.RLIMIT_CPU: "cpu", resource.RLIMIT_STACK: "stack",
+                   resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NOFILE: "nofile", resource.RLIMIT_NPROC: "nproc",
+                   resource.RLIMIT_MSGQUEUE: "msgqueue"}
+
+
+LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def become_subreaper() -> None:
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def write_files(files: dict[str, str] | dict[str, bytes], binary: bool) -> None:
@@ -73,33 +81,52 @@ def write_files(files: dict[str, str] | dict[str, bytes], binary: bool) -> None:
                 f.write(base64.b64decode(data) if binary else data.encode())
 
 
-def _limits_in_child(cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None) -> None:
-    """In the forked child, before exec: tighten (never loosen) the job's limits."""
+Rlimits = list[tuple[int, tuple[int, int]]]
+
+
+def child_limits(cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
+                 more: dict[str, Any] | None = None) -> Rlimits:
+    """The rlimits a program's child sets before exec, worked out here, once, in the runner
+    (the child inherits this process's limits, so the same arithmetic holds there): only
+    ever tighter than this process's own, never looser.
+
+    - cpu_s, address_space_mb, stack_mb: the case's CPU (whole seconds, one over), address
+      space and stack (soft, within the hard limit);
+    - `more`: the limits a sandbox job would have put on it, for a step of a job whose own
+      limits are wider (inside/build.py compiles, then runs the cases, in one job). Keys:
+      cpu_s (whole seconds, as the sandbox rounds), memory_mb (RLIMIT_AS), file_size_mb,
+      open_files, processes (RLIMIT_NPROC with the sandbox's headroom, where the sandbox
+      sets one: not as root);
+    - always: no POSIX message queue (RLIMIT_MSGQUEUE 0). A queue outlives its process and
+      a namespace job has no mqueue file system to find it again by; no judged program
+      needs one. (System V objects are removed between cases: cases.py.)"""
+    state: dict[int, tuple[int, int]] = {}
+    plan: dict[int, tuple[int, int]] = {}
+
+    def current(which: int) -> tuple[int, int]:
+        if which not in state:
+            state[which] = resource.getrlimit(which)
+        return state[which]
+
+    def tighten(which: int, soft: int, hard: int) -> None:
+        # What setrlimit would refuse (a hard limit raised, soft over hard) changes nothing.
+        old_hard = current(which)[1]
+        raised = old_hard != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > old_hard)
+        if raised or (hard != resource.RLIM_INFINITY and (soft == resource.RLIM_INFINITY or soft > hard)):
+            return
+        state[which] = plan[which] = (soft, hard)
+
     if cpu_s is not None:
         seconds = max(1, math.ceil(cpu_s) + 1)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+        tighten(resource.RLIMIT_CPU, seconds, seconds)
     if address_space_mb is not None:
         size = address_space_mb * 1024 * 1024
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+        tighten(resource.RLIMIT_AS, size, size)
     if stack_mb is not None:
-        _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        hard = current(resource.RLIMIT_STACK)[1]
         size = stack_mb * 1024 * 1024
-        if hard != resource.RLIM_INFINITY:
-            size = min(size, hard)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_STACK, (size, hard))
-
-
-def more_limits_in_child(more: dict[str, Any] | None) -> None:
-    """In the forked child, before exec: the limits a sandbox job would have put on it, for
-    a step of a job whose own limits are wider (inside/build.py compiles, then runs the
-    cases, in one job). Keys: cpu_s (whole seconds, as the sandbox rounds), memory_mb
-    (RLIMIT_AS), file_size_mb, open_files, processes (RLIMIT_NPROC with the sandbox's
-    headroom, where the sandbox sets one: not as root). Only ever tighter."""
-    if not more:
-        return
+        tighten(resource.RLIMIT_STACK, size if hard == resource.RLIM_INFINITY else min(size, hard), hard)
+    more = more or {}
     values = {
         resource.RLIMIT_CPU: max(1, int(float(more["cpu_s"]) + 0.999)) if more.get("cpu_s") else None,
         resource.RLIMIT_AS: int(more["memory_mb"]) * 1024 * 1024 if more.get("memory_mb") else None,
@@ -107,17 +134,18 @@ def more_limits_in_child(more: dict[str, Any] | None) -> None:
         resource.RLIMIT_NOFILE: int(more["open_files"]) if more.get("open_files") else None,
         resource.RLIMIT_NPROC: int(more["processes"]) + NPROC_HEADROOM
         if more.get("processes") and os.getuid() != 0 else None,
+        resource.RLIMIT_MSGQUEUE: 0,
     }
     for which, value in values.items():
         if value is None:
             continue
-        soft, hard = resource.getrlimit(which)
+        soft, hard = current(which)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         if soft != resource.RLIM_INFINITY and which != resource.RLIMIT_CPU:
             value = min(value, soft)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(which, (value, value))
+        tighten(which, value, value)
+    return list(plan.items())
 
 
 def own_proc_tree(program: str) -> str | None:
@@ -138,26 +166,27 @@ def _enter_own_proc(tree: str) -> None:
     /proc is `tree`, read-only. The exec then leaves it no capability (its uid is not
     root there). Where no namespace can be made, nothing changes and the compiler says
     that it found no /proc (the host reports that as the toolchain's failure)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+    if LIBC.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
         return
-    libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)
-    if libc.mount(tree.encode(), b"/proc", None, MS_BIND, None) == 0:
-        libc.mount(None, b"/proc", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    LIBC.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+    if LIBC.mount(tree.encode(), b"/proc", None, MS_BIND, None) == 0:
+        LIBC.mount(None, b"/proc", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
 
 
-def _enter_own_ipc() -> None:
-    """In a program's child, before exec: a user and IPC namespace of its own, so that its
-    System V objects and POSIX message queues end with it (never seen by the next case).
-    Best effort: a container's seccomp refuses it (the runner removes them there)."""
-    ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWUSER | CLONE_NEWIPC)
+def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int, rlimits: Rlimits,
+          program_fd: int | None = None, own_proc: str | None = None) -> int:
+    """The program as a fresh process in a process group of its own, with fds 0-2 only and
+    `rlimits` (`child_limits`) set before its code runs; its pid.
 
-
-def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
-          cpu_s: float | None, address_space_mb: int | None, stack_mb: int | None,
-          program_fd: int | None = None, own_proc: str | None = None, own_ipc: bool = False,
-          more: dict[str, Any] | None = None) -> int:
+    A program named by path (no `program_fd`, no `own_proc`) starts without a fork of this
+    process: posix_spawn (vfork: no copy of this Python's page tables, which in a virtual
+    machine costs a fork and its child 2-3 ms of CPU) of util-linux's prlimit, which sets
+    the limits on itself and execs the program. Otherwise, and where prlimit is missing,
+    a fork of this process sets them and execs."""
     full_env = {**os.environ, **env}
+    if program_fd is None and own_proc is None and os.access(PRLIMIT, os.X_OK):
+        return _spawn_limited(argv, full_env, stdin_fd, out_fd, err_fd, rlimits)
+    target = argv[0] if program_fd is None else program_fd
     pid = os.fork()
     if pid == 0:  # the child: only fds 0-2, its limits, then the program
         try:
@@ -171,16 +200,50 @@ def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_
                 os.closerange(program_fd + 1, 1024)
             os.setpgid(0, 0)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            _limits_in_child(cpu_s, address_space_mb, stack_mb)
-            more_limits_in_child(more)
+            for which, pair in rlimits:
+                with contextlib.suppress(ValueError, OSError):
+                    resource.setrlimit(which, pair)
             if own_proc is not None:
                 _enter_own_proc(own_proc)
-            if own_ipc:
-                _enter_own_ipc()
-            os.execve(argv[0] if program_fd is None else program_fd, argv, full_env)
+            os.execve(target, argv, full_env)
         finally:
             os._exit(127)
     return pid
+
+
+def _spawn_limited(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
+                   rlimits: Rlimits) -> int:
+    """posix_spawn of `prlimit --LIMIT=soft:hard ... -- argv`: fds 0-2 from the given ones,
+    no other descriptor of this process (`_no_descriptor_passed_on`), SIGPIPE and SIGXFSZ
+    at their defaults."""
+    _no_descriptor_passed_on()
+    options = [f"--{PRLIMIT_OPTIONS[which]}={_limit_text(soft)}:{_limit_text(hard)}" for which, (soft, hard) in rlimits]
+    actions = [(os.POSIX_SPAWN_DUP2, stdin_fd, 0), (os.POSIX_SPAWN_DUP2, out_fd, 1), (os.POSIX_SPAWN_DUP2, err_fd, 2)]
+    return os.posix_spawn(PRLIMIT, [PRLIMIT, *options, "--", *argv], env, file_actions=actions, setpgroup=0,
+                          setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+
+
+def _limit_text(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+
+_cloexec_done_in: int | None = None
+
+
+def _no_descriptor_passed_on() -> None:
+    """Every descriptor of this process from 3 up close-on-exec (the sandbox channel, fd 3,
+    is the one that was not; Python makes its own so), so that an exec keeps only 0-2.
+    Once per process (a scan of every number up to the open-files limit, without /proc,
+    costs more than a small program's run): nothing here makes one inheritable again."""
+    global _cloexec_done_in
+    if _cloexec_done_in == os.getpid():
+        return
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    for fd in range(3, 1024 if soft == resource.RLIM_INFINITY else min(soft, 1024)):
+        with contextlib.suppress(OSError):
+            if os.get_inheritable(fd):
+                os.set_inheritable(fd, False)
+    _cloexec_done_in = os.getpid()
 
 
 def _wait_main(pid: int, deadline: float) -> tuple[int | None, Any, float, float]:
@@ -268,8 +331,8 @@ def _run(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_f
          more: dict[str, Any] | None = None) -> dict[str, Any]:
     become_subreaper()
     started = time.monotonic()
-    pid = spawn(argv, env, stdin_fd, out_fd, err_fd, cpu_s, address_space_mb, stack_mb, program_fd, own_proc,
-                more=more)
+    pid = spawn(argv, env, stdin_fd, out_fd, err_fd, child_limits(cpu_s, address_space_mb, stack_mb, more),
+                program_fd, own_proc)
     status, usage, early_cpu, early_peak = _wait_main(pid, started + wall_s)
     wall = time.monotonic() - started
     result = describe_exit(status, usage)
@@ -304,7 +367,7 @@ def write_out(data: bytes) -> None:
 
 def compile_here(payload: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
     """Compile in the working directory (payload as `compile_source`'s, and "limits": the
-    compiler's own, see `more_limits_in_child`, where the job's are wider):
+    compiler's own, see `child_limits`, where the job's are wider):
     (the report, [(artifact name, bytes)])."""
     write_files(payload["files"], binary=False)
     argv = list(payload["argv"])
