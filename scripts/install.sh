@@ -33,16 +33,20 @@ if [ "${ASSAY_TOOLCHAINS:-1}" != 0 ]; then
   [ -x /usr/lib/go/pkg/tool/linux_amd64/compile ] || missing+=(golang-go)
   [ -x /usr/bin/rustc ] || missing+=(rustc)
 fi
+apt_install() {
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq -o DPkg::Lock::Timeout=600 "$@" >/dev/null
+}
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install.sh: installing ${missing[*]}" >&2
-  as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
+  # The package lists a run before this one fetched are used as they are; fetched again
+  # only when they cannot serve the install (none yet, or stale).
+  apt_install "${missing[@]}" 2>/dev/null || { as_root apt-get update -qq && apt_install "${missing[@]}"; }
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 extras="service"
 if [ "$what" = test ]; then
   extras="service,trainer,ray,test"

@@ -17,8 +17,9 @@ case " $* " in *"not slow"*) quick=1 ;; esac
 # The viewer's browser tests drive Debian's chromium through Playwright (its own browser download is unreachable).
 if [ "$quick" = 0 ] && ! command -v chromium >/dev/null; then
   as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-  as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
+  # The lists install.sh just used serve; fetched again only when they cannot.
+  apt_chromium() { DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null; }
+  apt_chromium 2>/dev/null || { as_root apt-get update -qq && apt_chromium; }
 fi
 
 ASSAY_TEST_POSTGRES_URL="$(scripts/postgres.sh start)"

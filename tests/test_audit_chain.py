@@ -28,11 +28,12 @@ from service.audit_chain import row_hash
 from service.store import AuditStore
 from service.tables import RecordRow
 from service.testing.app import AppServer, app_settings
+from service.testing.cli import run_cli
 from tests.conftest import REPO
 from tests.test_audit_postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_migrations import make_release_database
 
-# Every test runs `assay audit verify` in a subprocess (seconds each on a loaded machine).
+# A real server writes the history and `assay audit verify` runs twenty-odd times.
 pytestmark = pytest.mark.slow
 
 MATH = {"verifier": "math", "task": {"answer": "2"}}
@@ -62,11 +63,14 @@ class Written:
         return self.url.rsplit("/", 1)[0] + "/" + name
 
 
-def audit_verify(url: str, key_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def audit_verify(url: str, key_path: Path, *args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """`assay audit verify ARGS` on `url`: in this process (service/testing/cli.py), or with
+    `process` as an operator runs it, `python -m service.cli` in a subprocess."""
+    env = {"PATH": "/usr/bin:/bin", "ASSAY_DATABASE_URL": url, "ASSAY_SIGNING_KEY_PATH": str(key_path)}
+    if not process:
+        return run_cli(["audit", "verify", *args], env)
     return subprocess.run([sys.executable, "-m", "service.cli", "audit", "verify", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "ASSAY_DATABASE_URL": url,
-                               "ASSAY_SIGNING_KEY_PATH": str(key_path)})
+                          capture_output=True, text=True, timeout=120, env=env)
 
 
 def write_history(server: AppServer) -> tuple[list[str], str]:
@@ -156,7 +160,7 @@ def copy(written: Written, tmp_path: Path) -> str:
 
 
 def test_untouched_history_verifies(written: Written, copy: str, tmp_path: Path):
-    result = audit_verify(copy, written.key_path)
+    result = audit_verify(copy, written.key_path, process=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "INTACT" in result.stdout and "0 rows after the last signed heads" in result.stdout
     report = json.loads(audit_verify(copy, written.key_path, "--json").stdout)
@@ -170,7 +174,7 @@ def test_untouched_history_verifies(written: Written, copy: str, tmp_path: Path)
 
 def test_edited_reward_is_named(written: Written, copy: str):
     as_owner(copy, "UPDATE records SET reward = 1.0 WHERE id = :id", params=[{"id": written.wrong_id}])
-    assert_caught(audit_verify(copy, written.key_path), "changed", written.wrong_id)
+    assert_caught(audit_verify(copy, written.key_path, process=True), "changed", written.wrong_id)
 
 
 def test_edited_reward_rehashed_down_the_chain_breaks_the_signed_head(written: Written, copy: str):
@@ -265,8 +269,8 @@ def test_records_from_before_chaining_are_counted_not_vouched_for(tmp_path: Path
     """A 0.1.0 database upgraded: its 25 records stay unchained; new ones chain after them."""
     url = f"sqlite:///{tmp_path / 'release.db'}"
     key = make_release_database(url)
-    subprocess.run([sys.executable, "-m", "service.cli", "db", "upgrade"], cwd=REPO, check=True,
-                   capture_output=True, env={"PATH": "/usr/bin:/bin", "ASSAY_DATABASE_URL": url})
+    upgraded = run_cli(["db", "upgrade"], {"ASSAY_DATABASE_URL": url})
+    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
     with AppServer(app_settings(tmp_path, database_url=url)) as server, server.client(key) as c:
         assert c.post("/v1/verify", json={**MATH, "response": r"\boxed{2}"}).status_code == 200
     key_path = tmp_path / "release.signing-key.pem"
@@ -284,7 +288,7 @@ def test_records_from_before_chaining_are_counted_not_vouched_for(tmp_path: Path
 def test_no_key_is_exit_2(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'a.db'}"
     AuditStore(url).engine.dispose()
-    result = audit_verify(url, tmp_path / "missing.pem")
+    result = audit_verify(url, tmp_path / "missing.pem", process=True)
     assert result.returncode == 2 and "cannot read the signing key" in result.stderr
 
 

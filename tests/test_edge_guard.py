@@ -21,6 +21,7 @@ import pytest
 
 from service.store import AuditStore
 from service.tables import EvalRow
+from service.testing.cli import run_cli
 from service.testing.ui import sign_in
 from tests.conftest import REPO, LiveServer
 
@@ -217,7 +218,11 @@ def test_labels_per_record_are_bounded(client: httpx.Client):
 
 # ------------------------------------------------------------------ keys
 
-def _cli(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(server: LiveServer, *args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """`assay keys ARGS` on the server's database: in this process (service/testing/cli.py), or with
+    `process`, another process as an operator's shell would run it."""
+    if not process:
+        return run_cli(["keys", *args], server.env())
     return subprocess.run([sys.executable, "-m", "service.cli", "keys", *args], env=server.env(), cwd=REPO,
                           capture_output=True, text=True)
 
@@ -231,7 +236,7 @@ def test_a_revoked_key_stops_at_once_everywhere(server: LiveServer, client: http
     assert browser.get("/ui/records").status_code == 200
     listed = _cli(server, "list")
     assert listed.returncode == 0 and key_id in listed.stdout and key.split("_", 2)[2] not in listed.stdout
-    revoked = _cli(server, "revoke", key_id, "--reason", "leaked in a log")
+    revoked = _cli(server, "revoke", key_id, "--reason", "leaked in a log", process=True)
     assert revoked.returncode == 0, revoked.stderr
     with server.client(key) as own:
         assert own.post("/v1/groups", json={"groups": [HONEST]}).status_code == 401

@@ -3,6 +3,7 @@ streams from the same server."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -155,6 +156,40 @@ def _healthz_within(client: httpx.Client, released_at: float) -> float:
     return time.perf_counter() - started
 
 
+# Routes share one hold, a batch at a time: a route that read on the loop would hold /healthz
+# for the rest of the hold whichever other routes wait beside it, so a batch detects it as one
+# route alone would. The batch is small enough that each of its routes gets a connection from
+# the server's pool (SQLAlchemy's default, 5 + 10 overflow) while the tables are locked: every
+# route meets the lock, none waits for a connection the others hold.
+BATCH = 7
+
+
+def _hold(db, plain: httpx.Client, calls: list) -> tuple[float, list[tuple[int, float]]]:
+    """Lock the tables, run `calls` concurrently for HOLD_S, then release: the worst /healthz
+    seen meanwhile and each call's (status, seconds)."""
+    answered: list[tuple[int, float] | None] = [None] * len(calls)
+
+    def run(index: int, call) -> None:
+        started = time.monotonic()
+        reply = call()
+        reply.read()
+        answered[index] = (reply.status_code, time.monotonic() - started)
+
+    db.execute(f"LOCK TABLE {', '.join(LOCKED_TABLES)} IN ACCESS EXCLUSIVE MODE")
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    released_at = time.monotonic() + HOLD_S
+    worst = 0.0
+    while time.monotonic() < released_at:
+        worst = max(worst, _healthz_within(plain, released_at))
+    db.commit()  # releases the locks
+    for thread in threads:
+        thread.join(timeout=60)
+    assert all(answered), answered
+    return worst, answered
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_no_route_reads_the_database_on_the_event_loop(tmp_path: Path):
@@ -173,31 +208,22 @@ def test_no_route_reads_the_database_on_the_event_loop(tmp_path: Path):
         with server.client() as api, httpx.Client(base_url=server.url, timeout=30) as plain, \
                 psycopg.connect(database.replace("postgresql+psycopg://", "postgresql://")) as db:
             plain.get("/healthz")
-            for method, path, body in _routes(server, ids):
-                client = browser if method == "UI" else api
-                answered: list[tuple[int, float]] = []
-
-                def call(client=client, method=method, path=path, body=body, answered=answered) -> None:
-                    started = time.monotonic()
-                    reply = client.request("GET" if method == "UI" else method, path, json=body)
-                    reply.read()
-                    answered.append((reply.status_code, time.monotonic() - started))
-
-                db.execute(f"LOCK TABLE {', '.join(LOCKED_TABLES)} IN ACCESS EXCLUSIVE MODE")
-                thread = threading.Thread(target=call)
-                thread.start()
-                released_at = time.monotonic() + HOLD_S
-                worst = 0.0
-                while time.monotonic() < released_at:
-                    worst = max(worst, _healthz_within(plain, released_at))
-                db.commit()  # releases the locks
-                thread.join(timeout=60)
-                status, took = answered[0]
-                assert status < 500, (path, status)
-                # The route really waited on the lock: its read was long enough to be caught.
-                assert took >= HOLD_S * 0.6, (path, took)
-                blocked[f"{method} {path}"] = worst
-        slow = {route: worst for route, worst in blocked.items() if worst > HOLD_S / 2}
+            routes = _routes(server, ids)
+            for first in range(0, len(routes), BATCH):
+                batch = routes[first:first + BATCH]
+                calls = [functools.partial(browser.get, path) if method == "UI"
+                         else functools.partial(api.request, method, path, json=body)
+                         for method, path, body in batch]
+                worst, answered = _hold(db, plain, calls)
+                for (_, path, _), (status, took) in zip(batch, answered, strict=True):
+                    assert status < 500, (path, status)
+                    # The route really waited on the lock: its read was long enough to be caught.
+                    assert took >= HOLD_S * 0.6, (path, took)
+                blocked[" | ".join(f"{method} {path}" for method, path, _ in batch)] = worst
+                if worst > HOLD_S / 2:  # which of them: each again, alone
+                    for call, (method, path, _) in zip(calls, batch, strict=True):
+                        blocked[f"{method} {path}"] = _hold(db, plain, [call])[0]
+        slow = {routes: worst for routes, worst in blocked.items() if worst > HOLD_S / 2}
         assert not slow, slow
         browser.close()
     finally:

@@ -21,6 +21,7 @@ from service.errors import AuditWriteFailed
 from service.signing import Signer
 from service.store import AuditStore
 from service.tables import IdempotencyRow, RecordRow, TaskBlobRow
+from service.testing.app import AppServer, app_settings
 from tests.conftest import LiveServer
 from tests.test_audit_chain import audit_verify, empty_url  # noqa: F401  (fixture)
 from tests.test_audit_postgres import postgres_url  # noqa: F401  (fixture)
@@ -140,7 +141,7 @@ def test_a_store_that_cannot_write_answers_503_never_a_reward_and_recovers(tmp_p
     """The records table goes missing under a running server: the request is answered 503 with
     Retry-After (no reward without its record); once the table is back, requests are answered and
     logged again and the chain verifies."""
-    server = LiveServer(tmp_path)
+    server = AppServer(app_settings(tmp_path)).start()  # in-process: the store under it is what is tested
     body = {"groups": [{"verifier": "math", "task": {"answer": "2"}, "responses": [r"\boxed{2}", r"\boxed{3}"]}]}
     db = server.db_url.removeprefix("sqlite:///")
     try:

@@ -20,7 +20,9 @@ from service import migrations
 from service.audit_partitions import is_derived, schema_differences
 from service.store import AuditStore
 from service.tables import Base
-from tests.conftest import REPO, LiveServer
+from service.testing.app import AppServer, app_settings
+from service.testing.cli import run_cli
+from tests.conftest import REPO
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 from tests.test_audit_store import assert_append_only
 
@@ -107,7 +109,8 @@ def test_release_database_is_refused_then_upgraded_without_loss(tmp_path: Path, 
     out = cli(release_url, "db", "upgrade").stdout
     assert f"revision {migrations.head_revision()} (was none)" in out
     assert_kept(before, dump(release_url))
-    assert cli(release_url, "db", "upgrade").returncode == 0  # again: nothing to do
+    again = run_cli(["db", "upgrade"], {"ASSAY_DATABASE_URL": release_url})  # in this process: the command's code
+    assert again.returncode == 0, again.stderr  # again: nothing to do
 
     engine = sa.create_engine(release_url)
     with engine.connect() as conn:
@@ -115,16 +118,12 @@ def test_release_database_is_refused_then_upgraded_without_loss(tmp_path: Path, 
     engine.dispose()
     assert_append_only_still(release_url)
 
-    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": release_url})
-    try:
-        with server.client(key) as c:
-            old = c.get(f"/v1/records/{2:032x}").json()
-            assert old["verdict"] == "correct" and old["response"] == "\\boxed{2}"
-            r = c.post("/v1/verify", json={"verifier": "math", "task_id": "two", "response": "\\boxed{2}"})
-            assert r.status_code == 200 and r.json()["verdict"] == "correct", r.text
-            assert len(c.get("/v1/records", params={"limit": 100}).json()["records"]) == 26
-    finally:
-        server.stop()
+    with AppServer(app_settings(tmp_path, database_url=release_url)) as server, server.client(key) as c:
+        old = c.get(f"/v1/records/{2:032x}").json()
+        assert old["verdict"] == "correct" and old["response"] == "\\boxed{2}"
+        r = c.post("/v1/verify", json={"verifier": "math", "task_id": "two", "response": "\\boxed{2}"})
+        assert r.status_code == 200 and r.json()["verdict"] == "correct", r.text
+        assert len(c.get("/v1/records", params={"limit": 100}).json()["records"]) == 26
 
 
 def assert_kept(before: dict[str, list[dict]], after: dict[str, list[dict]]) -> None:

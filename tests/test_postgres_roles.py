@@ -17,8 +17,10 @@ import pytest
 
 from service.audit_partitions import is_partition
 from service.db_roles import APP_PRIVILEGES, SEQUENCE_PRIVILEGES
+from service.testing.app import AppServer, app_settings
+from service.testing.cli import run_cli
 from service.testing.ui import csrf_field, sign_in
-from tests.conftest import REPO, LiveServer
+from tests.conftest import REPO
 from tests.test_audit_postgres import postgres_url  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.postgres
@@ -59,9 +61,18 @@ def roles(postgres_url: str) -> Iterator[Roles]:  # noqa: F811
     made.drop()
 
 
-def assay(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def assay(url: str, *args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """`assay ARGS` against `url`: in this process (service/testing/cli.py), or in a subprocess."""
+    env = {"PATH": "/usr/bin:/bin", "ASSAY_DATABASE_URL": url}
+    if not process:
+        return run_cli(args, env)
     return subprocess.run([sys.executable, "-m", "service.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "ASSAY_DATABASE_URL": url}, timeout=120)
+                          env=env, timeout=120)
+
+
+def serving(workdir, url: str) -> AppServer:
+    """The service connected as the role of `url` (in-process: the role's privileges are under test)."""
+    return AppServer(app_settings(workdir, database_url=url)).start()
 
 
 def refused(url: str, statement: str, match: str) -> None:
@@ -70,11 +81,12 @@ def refused(url: str, statement: str, match: str) -> None:
 
 
 def test_service_role_appends_and_reads_but_cannot_change_records(tmp_path, roles: Roles):
-    # The restricted role cannot create the schema itself: the owner migrates.
-    upgraded = assay(roles.app_url, "db", "upgrade", "--url", roles.owner_url, "--service-role", roles.app)
+    # The restricted role cannot create the schema itself: the owner migrates (as an operator would: a process).
+    upgraded = assay(roles.app_url, "db", "upgrade", "--url", roles.owner_url, "--service-role", roles.app,
+                     process=True)
     assert upgraded.returncode == 0, upgraded.stderr
 
-    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": roles.app_url})
+    server = serving(tmp_path, roles.app_url)
     try:
         with server.client() as c:
             r = c.post("/v1/groups", json={"groups": [{"verifier": "math", "task": {"answer": "2"},
@@ -122,7 +134,7 @@ def test_service_role_appends_and_reads_but_cannot_change_records(tmp_path, role
 
 
 def test_restricted_role_is_told_to_ask_the_owner(roles: Roles):
-    started = assay(roles.app_url, "serve", "--port", "1")
+    started = assay(roles.app_url, "serve", "--port", "1", process=True)
     assert started.returncode != 0
     assert "assay db upgrade" in started.stderr, started.stderr
 
@@ -181,7 +193,7 @@ def test_app_role_has_exactly_the_written_allow_list(roles: Roles):
 def test_app_role_cannot_rewrite_what_decides_a_reward(tmp_path, roles: Roles):
     upgraded = assay(roles.app_url, "db", "upgrade", "--url", roles.owner_url, "--service-role", roles.app)
     assert upgraded.returncode == 0, upgraded.stderr
-    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": roles.app_url})
+    server = serving(tmp_path, roles.app_url)
     try:
         with server.client() as c:
             assert c.post("/v1/tasks", json={"task_id": "add", "verifier": "math",
@@ -210,7 +222,7 @@ def test_app_role_cannot_rewrite_what_decides_a_reward(tmp_path, roles: Roles):
     with psycopg.connect(libpq(roles.app_url)) as conn:
         conn.execute("INSERT INTO task_blobs (task_hash, verifier, task) VALUES ('h2', 'math', '{\"answer\": \"1\"}')")
     (tmp_path / "again").mkdir()
-    server = LiveServer(tmp_path / "again", env={"ASSAY_DATABASE_URL": roles.app_url})
+    server = serving(tmp_path / "again", roles.app_url)
     try:
         with server.client() as c:
             r = c.post("/v1/groups", json={"groups": [{"verifier": "math", "task_id": "add",

@@ -9,7 +9,6 @@ against the original theorem through the verifier and its sandbox."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -53,10 +52,20 @@ def _theorems() -> list[str]:
     return [label for label, a in set_mm().assertions.items() if a.kind == "p"]
 
 
-def test_database_proofs_of_a_sample_verify_in_both(ours):
+# metamath's verdicts do not depend on the sandbox backend `ours` runs on: one metamath run
+# for the sample and one for the mutations, shared by every backend's test.
+
+
+@pytest.fixture(scope="module")
+def sampled() -> tuple[list[str], dict[str, bool]]:
+    """The sample of theorems and metamath's verdict on each."""
+    labels = random.Random(1515).sample(_theorems(), SAMPLE)
+    return labels, metamath_verdicts(SET_MM, labels)
+
+
+def test_database_proofs_of_a_sample_verify_in_both(ours, sampled):
     db = set_mm()
-    sample = random.Random(1515).sample(_theorems(), SAMPLE)
-    reference = metamath_verdicts(SET_MM, sample)
+    sample, reference = sampled
     assert all(reference.values()), [label for label, ok in reference.items() if not ok]
     wrong = []
     for label in sample:
@@ -106,7 +115,10 @@ def _number(chunk: str) -> int:
     return n
 
 
-def test_mutated_proofs_fail_in_both(ours, tmp_path: Path):
+@pytest.fixture(scope="module")
+def mutated(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, tuple[str, str, str]], dict[str, bool]]:
+    """Our proofs of the mutations (copy label -> (theorem, kind, proof)) and metamath's
+    verdict on each copy in a mutated set.mm."""
     db = set_mm()
     theorems = _theorems()
     rng = random.Random(1516)
@@ -124,9 +136,13 @@ def test_mutated_proofs_fail_in_both(ours, tmp_path: Path):
                 copy_label = f"{label}-mut-{n}-itself"
             copies.setdefault(label, []).append((copy_label, theirs))
             ours_proofs[copy_label] = (label, kind, mine)
-    mutated_db = tmp_path / "mutated.mm"
+    mutated_db = tmp_path_factory.mktemp("crosscheck") / "mutated.mm"
     mutated_db.write_text(with_copies(set_mm_text(), copies, db), encoding="ascii")
-    reference = metamath_verdicts(mutated_db, list(ours_proofs))
+    return ours_proofs, metamath_verdicts(mutated_db, list(ours_proofs))
+
+
+def test_mutated_proofs_fail_in_both(ours, mutated):
+    ours_proofs, reference = mutated
     kinds_seen = set()
     disagreements = []
     for copy_label, (label, kind, proof) in ours_proofs.items():

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from service.testing.app import AppServer, app_settings
+from service.testing.cli import run_cli
 from tests.conftest import REPO, LiveServer
 
 GROUP = {
@@ -266,11 +267,12 @@ def test_cli_audit_replay_and_local_verify(fresh_app: AppServer):
         return subprocess.run([sys.executable, "-m", "service.cli", *args], env=env, cwd=REPO, input=stdin,
                               capture_output=True, text=True, timeout=120)
 
-    listed = cli("audit", "list", "--verdict", "incorrect")
+    # The read-only audit commands in this process (service/testing/cli.py); the others as an operator runs them.
+    listed = run_cli(["audit", "list", "--verdict", "incorrect"], env)
     assert record_id in listed.stdout
-    shown = json.loads(cli("audit", "show", record_id).stdout)
+    shown = json.loads(run_cli(["audit", "show", record_id], env).stdout)
     assert shown["verdict"] == "incorrect"
-    exported = [json.loads(line) for line in cli("audit", "export").stdout.splitlines()]
+    exported = [json.loads(line) for line in run_cli(["audit", "export"], env).stdout.splitlines()]
     assert record_id in {r["id"] for r in exported}
     replay = cli("replay", record_id)
     assert replay.returncode == 0 and json.loads(replay.stdout)["same_verdict"] is True

@@ -86,9 +86,12 @@ class LiveServer:
         self.start()
 
     def create_key(self, scopes: str) -> str:
-        """What `assay keys create` does, against the server's own database."""
-        out = subprocess.run([sys.executable, "-m", "service.cli", "keys", "create", "--scopes", scopes],
-                             env=self.env(), cwd=REPO, capture_output=True, text=True, check=True)
+        """`assay keys create`, against the server's own database: the command's code in this
+        process (service/testing/cli.py; an interpreter of its own cost seconds a key)."""
+        from service.testing.cli import run_cli
+
+        out = run_cli(["keys", "create", "--scopes", scopes], self.env())
+        assert out.returncode == 0, out.stderr
         return out.stdout.strip()
 
     def client(self, key: str | None = None, timeout: float = 120) -> httpx.Client:
