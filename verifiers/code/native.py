@@ -194,17 +194,24 @@ def compile_program(sandbox: Sandbox, language_name: str, source: str,
     `testlib`: a C/C++ checker, compiled with the vendored testlib.h on its include path
     (verifiers/code/inside/testlib/), so that a testlib checker compiles unchanged."""
     language = _language(language_name)
-    main, argv, key = _compile_key(language, source, testlib)
+    main, argv, key = _compile_key(sandbox, language, source, testlib)
     testlib = testlib and language.name in ("c", "cpp")
     return CACHE.get(key, lambda: _compile(sandbox, language, main, argv, source, testlib))
 
 
-def _compile_key(language: Language, source: str, testlib: bool = False) -> tuple[str, list[str] | None, str]:
-    """(the main name, the compile command, the cache key) of a source."""
+def _compile_key(sandbox: Sandbox, language: Language, source: str,
+                 testlib: bool = False) -> tuple[str, list[str] | None, str]:
+    """(the main name, the compile command, the cache key) of a source. The key names the
+    sandbox's toolchain too (backend, image): a program built by the host's compiler for the
+    process backend is never run in a container image, nor the other way round, when one
+    process verifies on both."""
     main = main_name(language, source)
     argv = fill(language.compile, main=main) if language.compile else None
     testlib = testlib and language.name in ("c", "cpp")
-    return main, argv, hashlib.sha256(json.dumps([language.name, main, argv, testlib, source]).encode()).hexdigest()
+    described = sandbox.describe()
+    toolchain = [described.get(name) for name in ("backend", "image", "image_source")]
+    return main, argv, hashlib.sha256(json.dumps([toolchain, language.name, main, argv, testlib, source]).encode()
+                                      ).hexdigest()
 
 
 def _compile_payload(language: Language, main: str, argv: list[str], source: str, testlib: bool) -> dict[str, Any]:
@@ -350,7 +357,7 @@ def compile_and_run(sandbox: Sandbox, task: CodeTask, source: str, plan: Plan,
     sandbox, unless the cache wants it back); one compiled before runs from the cache.
     `checker_for()`: the task's checker, asked for once the program compiled."""
     language = _language(task.language)
-    main, argv, key = _compile_key(language, source)
+    main, argv, key = _compile_key(sandbox, language, source)
     found, gate = CACHE.claim(key)
     if found is not None:
         return found, False, [] if found.error else run_cases(sandbox, task, found, checker_for(), plan)
