@@ -77,6 +77,14 @@ def day_partitions(conn: sa.Connection) -> list[tuple[date, str]]:
     return sorted((d, n) for d, n in found if d is not None)
 
 
+def record_tables(conn: sa.Connection) -> list[str]:
+    """The tables that hold records, for a back-fill one table at a time: each day partition
+    (oldest first) and the default partition on partitioned Postgres, else `records`."""
+    if not is_partitioned(conn):
+        return ["records"]
+    return [*(name for _, name in day_partitions(conn)), DEFAULT_PARTITION]
+
+
 def create_partitions(conn: sa.Connection, days: Iterable[date]) -> list[str]:
     """Create the missing day partitions; a day whose rows already sit in the default
     partition is left there (reported by `assay audit partitions`). Returns the names made."""

@@ -47,11 +47,7 @@ def upgrade() -> None:
         schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
         for statement in audit_rollups.postgres_trigger_statements(schema, quarters=False, runs=False):
             op.execute(statement)
-        if audit_partitions.is_partitioned(bind):
-            sources = [name for _, name in audit_partitions.day_partitions(bind)]
-            sources.append(audit_partitions.DEFAULT_PARTITION)
-        else:
-            sources = ["records"]
+        sources = audit_partitions.record_tables(bind)
         # A group's rows of one hour lie in one day's partition: a day at a time is exact.
         for source in sources:
             op.execute(audit_rollups.task_hours_statement("postgresql", f"(SELECT * FROM {source})"))
