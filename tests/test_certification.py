@@ -233,7 +233,8 @@ def test_service_refuses_uncertified_registered_tasks_when_told(tmp_path: Path) 
         server.stop()
 
 
-def run_cli(server: AppServer, *args: str) -> subprocess.CompletedProcess[str]:
+def cli_in_subprocess(server: AppServer, *args: str) -> subprocess.CompletedProcess[str]:
+    """Runs `assay` as its own process (unlike service.testing.cli.run_cli, which runs it in-process)."""
     return subprocess.run([sys.executable, "-m", "service.cli", *args], env=server.env(), cwd=REPO,
                           capture_output=True, text=True, timeout=600)
 
@@ -246,16 +247,16 @@ def test_cli_certify_reports_each_task_and_exits_4_when_any_is_quarantined(fresh
         {"verifier": "math", "task": {"answer": "42"}},
         {"verifier": "sql", "task": {"schema": EMP_SCHEMA, "instances": EMP_ROWS, "gold": "SELECT count(*) FROM emp"}},
     ]) + "\n")
-    done = run_cli(fresh_app, "tasks", "certify", str(tasks))
+    done = cli_in_subprocess(fresh_app, "tasks", "certify", str(tasks))
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["status"] for line in done.stdout.splitlines()] == ["certified", "certified"]
     assert json.loads(done.stderr.strip().splitlines()[-1]) == {"tasks": 2, "certified": 2, "quarantined": 0}
     tasks.write_text(json.dumps({"verifier": "math", "task": {"answer": "\\sqrt{"}}) + "\n")
-    done = run_cli(fresh_app, "tasks", "certify", str(tasks), "--out", str(tmp_path / "report.jsonl"))
+    done = cli_in_subprocess(fresh_app, "tasks", "certify", str(tasks), "--out", str(tmp_path / "report.jsonl"))
     assert done.returncode == 4, done.stderr
     assert json.loads((tmp_path / "report.jsonl").read_text())["status"] == "quarantined"
     tasks.write_text("{not json\n")
-    assert run_cli(fresh_app, "tasks", "certify", str(tasks)).returncode == 2
+    assert cli_in_subprocess(fresh_app, "tasks", "certify", str(tasks)).returncode == 2
 
 
 @pytest.mark.slow
@@ -266,7 +267,7 @@ def test_verifier_diff_finds_no_flip_when_nothing_changed_and_flips_on_a_flaky_t
         steady = {"groups": [{"verifier": "code", "task": {"entry_point": "add", "tests": ADD_TESTS},
                               "responses": [ADD_REFERENCE, wrong, "no code here"]}]}
         assert c.post("/v1/groups", json=steady).status_code == 200
-        done = run_cli(fresh_app, "verifier", "diff", "--verifier", "code", "--sample", "50")
+        done = cli_in_subprocess(fresh_app, "verifier", "diff", "--verifier", "code", "--sample", "50")
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert report["replayed"] == 3 and report["reward_flips"] == 0 and report["verdict_flips"] == 0
@@ -276,7 +277,7 @@ def test_verifier_diff_finds_no_flip_when_nothing_changed_and_flips_on_a_flaky_t
         flaky = {"groups": [{"verifier": "code", "task": {"entry_point": "add", "tests": FLAKY_TESTS},
                              "responses": [ADD_REFERENCE] * 24}]}
         assert c.post("/v1/groups", json=flaky).status_code == 200
-        done = run_cli(fresh_app, "verifier", "diff", "--verifier", "code", "--sample", "100")
+        done = cli_in_subprocess(fresh_app, "verifier", "diff", "--verifier", "code", "--sample", "100")
         assert done.returncode == 5, done.stderr
         report = json.loads(done.stdout)
         assert report["reward_flips"] > 0 and report["reward_flip_examples"]
