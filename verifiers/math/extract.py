@@ -36,6 +36,9 @@ _MINERVA_END = "i hope it is correct"
 _ANSWER_PHRASE = re.compile(
     r"(?:final\s+answer|the\s+answer|answer|答案\s*(?:应|应该)?\s*(?:为|是)?|(?:故|应|所以|因此)\s*选(?:择)?)"
     r"[*_]*\s*(?:is|:|=)?\s*[:=]?[*_]*\s*(.+)", re.IGNORECASE)
+# The phrase and the first character of its answer: every occurrence on a line is found (the
+# phrase's `.+` would swallow a later "the answer is 17" on the line of an earlier "the answer is 18").
+_ANSWER_START = re.compile(_ANSWER_PHRASE.pattern.removesuffix("(.+)") + "(.)", re.IGNORECASE)
 _EMPHASIS_EDGES = "*_ "
 _CHOICE_FIRST = re.compile(r"\(?[A-H]\)\s|\(?[A-H][.:]\s")
 _GSM8K = re.compile(r"####\s*([^\n]+)")
@@ -136,6 +139,7 @@ def math_spans(text: str) -> list[MathSpan]:
     """`$$...$$`, `\\[...\\]` (display) and `$...$`, `\\(...\\)` (inline, on one line), in one pass.
     A `\\$` is a dollar sign, not a delimiter."""
     finders = {n: _NextFinder(text, n) for n in ("$$", "\\]", "\\)", "\n", "$", "\\")}
+    finders["$close"] = _NextDollarCloser(text, "$")
     spans: list[MathSpan] = []
     i, n = 0, len(text)
     while i < n:
@@ -168,11 +172,22 @@ def math_spans(text: str) -> list[MathSpan]:
     return spans
 
 
+class _NextDollarCloser(_NextFinder):
+    """The next `$` that can close inline math: not escaped (`\\$`), and not a currency sign
+    before a number (`9 * $2 = $18`: the second `$` opens an amount, as in pandoc's rule)."""
+
+    def at_or_after(self, pos: int) -> int:
+        if self.found == -1 or self.found >= pos:
+            return self.found
+        end = self.text.find("$", pos)
+        while end > 0 and (self.text[end - 1] == "\\" or self.text[end + 1:end + 2].isdigit()):
+            end = self.text.find("$", end + 1)
+        self.found = end
+        return end
+
+
 def _inline_close(text: str, finders: dict[str, _NextFinder], pos: int, closer: str) -> int:
-    end = finders[closer].at_or_after(pos)
-    while closer == "$" and end > 0 and text[end - 1] == "\\":  # an escaped \\$ inside
-        end = text.find("$", end + 1)
-    return end
+    return finders["$close" if closer == "$" else closer].at_or_after(pos)
 
 
 def _last_math_group(text: str) -> list[str]:
@@ -216,6 +231,14 @@ def _phrase_answer(tail: str) -> list[str]:
     return maths
 
 
+def _last_phrase(text: str) -> int | None:
+    """Where the answer of the last answer phrase starts (each match is short: linear)."""
+    last = None
+    for last in _ANSWER_START.finditer(text):  # noqa: B007 - the last match is the one wanted
+        pass
+    return None if last is None else last.start(1)
+
+
 def _minerva_sentence(text: str) -> tuple[int, str] | None:
     """Where Minerva's "final answer is X. I hope it is correct." starts, and X (linear: two rfinds)."""
     lower = text.lower()
@@ -244,8 +267,8 @@ def _tagged(text: str) -> Extraction | None:
     boxed = boxes(content)
     if boxed:
         return Extraction(boxed, "answer_tag")
-    phrases = list(_ANSWER_PHRASE.finditer(content))
-    found = _phrase_answer(content[phrases[-1].start(1):]) if phrases else None
+    start = _last_phrase(content)
+    found = _phrase_answer(content[start:]) if start is not None else None
     if found:
         return Extraction(found, "answer_tag")
     content = re.sub(r"^\$+|\$+$", "", content).strip().rstrip(".").strip()
@@ -270,9 +293,9 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
         found = _phrase_answer(minerva[1])
         if found:
             return Extraction(found, "final_answer_sentence")
-    phrases = list(_ANSWER_PHRASE.finditer(text))
-    if phrases:
-        found = _phrase_answer(text[phrases[-1].start(1):])
+    start = _last_phrase(text)
+    if start is not None:
+        found = _phrase_answer(text[start:])
         if found:
             return Extraction(found, "answer_phrase")
     gsm8k = list(_GSM8K.finditer(text))

@@ -50,6 +50,27 @@ def unescape(text: str) -> str:
 _TEXT_CMDS = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mathrm|mathbf|mathit|mathsf|mbox|hbox|operatorname|emph)"
     r"\s*\{([^{}]*)\}")
+# Presentation only: a colour is not part of the value (`\\color{red}5`, `\\textcolor{red}{5}`), and
+# angle brackets delimit a vector like parentheses (`\\langle 1, 2 \\rangle`).
+_COLOUR = re.compile(r"\\color\s*\{[^{}]*\}")
+_COLOURED = re.compile(r"\\(?:textcolor|colorbox)\s*\{[^{}]*\}\s*\{([^{}]*)\}")
+_ANGLES = re.compile(r"\\langle(?![a-zA-Z])|\u27e8|\\rangle(?![a-zA-Z])|\u27e9")
+# A mixed number written with a slash, the whole answer: "2 1/2", "-3 3/4" (a proper fraction).
+_MIXED_SLASH = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
+
+
+def _presentation(s: str) -> str:
+    s = _COLOURED.sub(lambda m: " " + m.group(1) + " ", _COLOUR.sub(" ", s))
+    return _ANGLES.sub(lambda m: "(" if m.group(0) in ("\\langle", "\u27e8") else ")", s)
+
+
+def _mixed_slash(s: str) -> str:
+    m = _MIXED_SLASH.fullmatch(s)
+    if m and 0 < int(m.group(3)) < int(m.group(4)):
+        return f"{m.group(1)}{m.group(2)}\\frac{{{m.group(3)}}}{{{m.group(4)}}}"
+    return s
+
+
 _UNIT_WORDS = {
     "cm", "m", "km", "mm", "nm", "meter", "meters", "metre", "metres", "inch", "inches", "in", "feet", "foot",
     "ft", "yd", "yard", "yards", "mile", "miles", "mi", "second", "seconds", "sec", "s", "minute", "minutes",
@@ -157,6 +178,7 @@ def _normalise(text: str) -> Normalised:
     # "\," and "~" are LaTeX spaces ("8 \mathrm{~cm}^2"); an answer never holds a literal tilde.
     s = s.replace("\\,", " ").replace("~", " ")
     s = _REMOVE_RE.sub(" ", s)
+    s = _presentation(s)
     for _ in range(3):  # nested \text{\textbf{...}}
         s = _TEXT_CMDS.sub(lambda m: " " + m.group(1) + " ", s)
     s = re.sub(r"\\[dtc]frac", r"\\frac", s)
@@ -186,4 +208,5 @@ def _normalise(text: str) -> Normalised:
     s = s.strip().rstrip(".,;").strip()
     s, unit = strip_units(s)
     s = s.strip().rstrip(".,;").strip()
+    s = _mixed_slash(s)
     return Normalised(s, percent, unit)
