@@ -241,7 +241,30 @@ HELD_OUT = [
 ]
 
 # Added after reading the code: regression cases, not held-out.
-REGRESSION: list[tuple[str, str, bool]] = []
+REGRESSION: list[tuple[str, str, bool]] = [
+    # the last answer phrase counts, also on the line of an earlier one
+    ("6", "<answer>The answer is 5, no: the answer is 6.</answer>", T),
+    ("5", "The answer is 5. Hmm, the answer is 6.", F),
+    ("17", "**Answer:** 18 ... checking again, **Answer:** 17", T),
+    # a `$` before a number is a currency sign, not the end of inline math
+    ("30", "He pays $10 and then $20, so $30 in total.", T),
+    ("30", "Total: $x = 30$ dollars.", T),
+    ("25", "The ticket costs $25.", T),
+    # "or" between the last numbers of prose is a hedge
+    ("4", "It could be 3 or 4.", F),
+    ("4", "The price is $3 or $4", F),
+    ("3, 4", "The roots are 3 or 4.", T),
+    ("4", "Of the 3 options, 4 works.", T),
+    # presentation: colours and angle brackets; mixed numbers with a slash
+    ("7", "\\boxed{\\colorbox{yellow}{7}}", T),
+    ("8", "\\boxed{\\color{blue} 7}", F),
+    ("(1, 2)", "\\boxed{\\left\\langle 1, 2 \\right\\rangle}", T),
+    ("(1, 2)", "\\boxed{\\langle 2, 1 \\rangle}", F),
+    ("13/4", "\\boxed{3 1/4 \\text{ cups}}", T),
+    ("-13/4", "\\boxed{-3 1/4}", T),
+    ("3/2", "\\boxed{3 1/2}", F),
+    ("3, 1/2", "\\boxed{3, 1/2}", T),
+]
 
 # Hostile shapes whose verdict a grader could give either way; only the service's health and
 # the time bound are asserted.

@@ -239,6 +239,20 @@ def _last_phrase(text: str) -> int | None:
     return None if last is None else last.start(1)
 
 
+_OR = re.compile(r"\s*,?\s*(?:or|或者|或)\s*(?:\\?\$)?", re.IGNORECASE)
+
+
+def _last_numbers(text: str, numbers: list[re.Match[str]]) -> list[str]:
+    """The last number, with the numbers just before it joined to it by "or" ("3 or 4",
+    "3, or 4"): a hedge in prose stays a hedge (several candidates)."""
+    found = [numbers[-1]]
+    for number in reversed(numbers[:-1]):
+        if _OR.fullmatch(text, number.end(), found[0].start()) is None:
+            break
+        found.insert(0, number)
+    return [m.group(0) for m in found]
+
+
 def _minerva_sentence(text: str) -> tuple[int, str] | None:
     """Where Minerva's "final answer is X. I hope it is correct." starts, and X (linear: two rfinds)."""
     lower = text.lower()
@@ -316,9 +330,9 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
     if inline:
         return Extraction(inline, "last_inline_math")
     if last_number_fallback:
-        numbers = _NUMBER.findall(text)
+        numbers = list(_NUMBER.finditer(text))
         if numbers:
-            return Extraction([numbers[-1]], "last_number")
+            return Extraction(_last_numbers(text, numbers), "last_number")
     if short:
         return Extraction([stripped.rstrip(".")], "whole_response")
     return Extraction([], "none")
