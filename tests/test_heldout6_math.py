@@ -264,6 +264,12 @@ REGRESSION: list[tuple[str, str, bool]] = [
     ("-13/4", "\\boxed{-3 1/4}", T),
     ("3/2", "\\boxed{3 1/2}", F),
     ("3, 1/2", "\\boxed{3, 1/2}", T),
+    # a scale word reads either way: the number (counted in millions) or its value
+    ("2500000", "The population is about 2.5 million.", T),
+    ("2.5", "\\boxed{2.5 \\text{ million}}", T),
+    ("2500000", "\\boxed{2.6 \\text{ million}}", F),
+    ("3000", "\\boxed{3 \\text{ thousand dollars}}", T),
+    ("3000", "\\boxed{3 \\text{ hundred}}", F),
 ]
 
 # Hostile shapes whose verdict a grader could give either way; only the service's health and
@@ -289,7 +295,6 @@ NOT_MET = {
        "whole response",
     11: "ambiguous: two answer tags without a retraction; the documented rule is 'the last tag', and "
         "tests/test_math_answers.py rewards `<answer>7</answer> no wait <answer>8</answer>`",
-    178: "not fixed: `1 \\text{ million}` reads 'million' as a unit word (it equals the gold 1, not 1000000)",
 }
 
 

@@ -239,6 +239,7 @@ def _last_phrase(text: str) -> int | None:
     return None if last is None else last.start(1)
 
 
+_SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
 _OR = re.compile(r"\s*,?\s*(?:or|或者|或)\s*(?:\\?\$)?", re.IGNORECASE)
 
 
@@ -250,7 +251,8 @@ def _last_numbers(text: str, numbers: list[re.Match[str]]) -> list[str]:
         if _OR.fullmatch(text, number.end(), found[0].start()) is None:
             break
         found.insert(0, number)
-    return [m.group(0) for m in found]
+    scale = _SCALE_WORD.match(text, found[-1].end())  # "about 2.5 million": the word is part of it
+    return [m.group(0) for m in found[:-1]] + [found[-1].group(0) + (f" {scale.group(1)}" if scale else "")]
 
 
 def _minerva_sentence(text: str) -> tuple[int, str] | None:
