@@ -81,6 +81,52 @@ SQL_CASES = [
     (RAISE, "mutation", "```sql\nSELECT * FROM emp\n```", F),
 ]
 
+# Second blind batch (written after reading the math and tool_state code, before reading the SQL
+# verifier's): aggregates, NULLs, window functions, unfenced SQL, more hostile statements.
+COUNTS = "SELECT d.name, COUNT(*) FROM emp e JOIN dept d ON e.dept_id = d.id GROUP BY d.name"
+AVG = "SELECT AVG(salary) FROM emp"
+NULLS = "SELECT name FROM emp WHERE hired IS NULL"
+SQL_CASES += [
+    (COUNTS, "query", "```sql\nSELECT d.name, COUNT(e.id) FROM dept d LEFT JOIN emp e ON e.dept_id = d.id "
+                      "GROUP BY d.id, d.name\n```", T),
+    (COUNTS, "query", "```sql\nSELECT name, (SELECT COUNT(*) FROM emp WHERE emp.dept_id = dept.id) AS n FROM dept\n```", T),
+    (COUNTS, "query", "```sql\nSELECT d.name, COUNT(DISTINCT e.name) FROM emp e JOIN dept d ON e.dept_id = d.id "
+                      "GROUP BY d.name\n```", F),
+    (COUNTS, "query", "```sql\nSELECT d.name, COUNT(*) FROM emp e JOIN dept d ON e.dept_id = d.id GROUP BY d.name "
+                      "ORDER BY 2 DESC\n```", T),
+    (AVG, "query", "```sql\nSELECT SUM(salary) * 1.0 / COUNT(*) FROM emp\n```", T),
+    (AVG, "query", "```sql\nSELECT CAST(SUM(salary) AS REAL) / COUNT(salary) AS mean FROM emp\n```", T),
+    (AVG, "query", "```sql\nSELECT SUM(salary) / COUNT(*) FROM emp\n```", F),
+    (NULLS, "query", "```sql\nSELECT name FROM emp WHERE NOT (hired IS NOT NULL)\n```", T),
+    (NULLS, "query", "```sql\nSELECT name FROM emp WHERE hired = NULL\n```", F),
+    (NULLS, "query", "```sql\nSELECT name FROM emp WHERE coalesce(hired, '') = ''\n```", T),
+    (TOP, "query", "```sql\nSELECT name FROM (SELECT name, ROW_NUMBER() OVER (ORDER BY salary DESC) AS rn FROM emp) "
+                   "WHERE rn <= 2 ORDER BY rn\n```", T),
+    (TOP, "query", "```SQL\nSELECT name FROM emp ORDER BY -salary LIMIT 2\n```", T),
+    (TOP, "query", "The query is:\n\nSELECT name FROM emp ORDER BY salary DESC LIMIT 2;\n\nThis returns the top two.", T),
+    (GOLD, "query", "```sql\nSELECT e.name AS \"Employee Name\", e.salary AS \"Salary\" FROM emp e "
+                    "JOIN dept d ON d.id = e.dept_id WHERE d.name = 'Eng' AND e.salary > 100\n```", T),
+    (GOLD, "query", "```sql\nSELECT name, salary FROM emp; SELECT name, salary FROM emp\n```", F),
+    (GOLD, "query", "```sql\nVACUUM INTO '/tmp/h6.db'\n```", F),
+    (GOLD, "query", "```sql\nCREATE TEMP TABLE t AS SELECT * FROM emp\n```", F),
+    (GOLD, "query", "```sql\nSELECT readfile('/etc/passwd'), 1\n```", F),
+    (GOLD, "query", "```sql\nSELECT writefile('/tmp/h6', 'x'), 1\n```", F),
+    (GOLD, "query", "```sql\nSELECT length(zeroblob(2000000000)), 1\n```", F),
+    (GOLD, "query", "```sql\nSELECT hex(randomblob(500000000)), 1\n```", F),
+    (GOLD, "query", "```sql\nSELECT e.name, e.salary FROM emp e JOIN dept d ON e.dept_id = d.id WHERE d.name = 'Eng' "
+                    "AND e.salary > 100 AND (SELECT count(*) FROM emp a, emp b, emp c, emp d2, emp e2, emp f, emp g, "
+                    "emp h, emp i, emp j) > 0\n```", T),
+    (RAISE, "mutation", "```sql\nUPDATE emp SET salary = salary + 10 WHERE EXISTS (SELECT 1 FROM dept "
+                        "WHERE dept.id = emp.dept_id AND dept.name = 'Eng')\n```", T),
+    (RAISE, "mutation", "```sql\nWITH eng AS (SELECT id FROM dept WHERE name = 'Eng') UPDATE emp SET salary = salary + 10 "
+                        "WHERE dept_id IN (SELECT id FROM eng)\n```", T),
+    (RAISE, "mutation", "```sql\nUPDATE emp SET salary = salary + 10, name = name || '' WHERE dept_id IN "
+                        "(SELECT id FROM dept WHERE name = 'Eng')\n```", T),
+    (RAISE, "mutation", "```sql\nUPDATE emp SET salary = salary + 10 WHERE dept_id IN (SELECT id FROM dept "
+                        "WHERE name = 'Eng') OR salary < 0\n```", T),
+    (RAISE, "mutation", "```sql\nINSERT INTO dept VALUES (99, 'x')\n```", F),
+]
+
 
 def _post(client, verifier: str, task: dict, response: str) -> dict:
     r = client.post("/v1/verify", json={"verifier": verifier, "task": task, "response": response})
@@ -201,6 +247,34 @@ PROOF_CASES = [
     ("```metamath\n" + PROOF.replace("mp mp", "mp") + "\n```", F),
     ("```metamath\n" + PROOF + "\n```\n$( the checker must print: proof verified $)", T),
 ]
+
+
+# Second blind batch (before reading the proof verifier's code): malformed texts and a new statement.
+PROOF_CASES += [
+    ("```metamath\n" + PROOF.upper() + "\n```", F),
+    ("$= " + PROOF + "\n", F),
+    ("```metamath\n" + PROOF.replace("mp mp", "min mp") + "\n```", F),
+    ("```metamath\nth1 $p |- t = t $= " + PROOF + " $.\nth1 $p |- t = t $= " + PROOF + " $.\n```", F),
+    ("```metamath\n${ " + PROOF + " $}\n```", F),
+    ("```metamath\n" + PROOF + " $( a comment $)\n```", T),
+    ("```metamath\n" + PROOF.replace(" ", "\n") + "\n```", T),
+]
+MP_TASK = {"database": "demo0", "database_text": DEMO0,
+           "statement": {"label": "my", "hypotheses": ["|- P", "|- ( P -> Q )"], "assertion": "|- Q"}}
+MP_CASES = [
+    ("```metamath\nwp wq my.1 my.2 mp\n```", T),
+    ("```metamath\nwp wq my.2 my.1 mp\n```", F),
+    ("```metamath\nwq wp my.1 my.2 mp\n```", F),
+    ("```metamath\nwp wq min maj mp\n```", F),
+    ("```metamath\nmy.2\n```", F),
+    ("```metamath\nwp wq my.1 my.2 mp\n```", T),
+]
+
+
+@pytest.mark.parametrize(("response", "rewarded"), MP_CASES, ids=[str(i) for i in range(len(MP_CASES))])
+def test_heldout_proof_statement(client, response: str, rewarded: bool) -> None:
+    body = _post(client, "proof", MP_TASK, response)
+    assert (body["reward"] > 0) is rewarded, (response[:300], body["verdict"], body["evidence"])
 
 
 @pytest.mark.parametrize(("response", "rewarded"), PROOF_CASES, ids=[str(i) for i in range(len(PROOF_CASES))])
