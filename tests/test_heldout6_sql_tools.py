@@ -134,7 +134,15 @@ def _post(client, verifier: str, task: dict, response: str) -> dict:
     return r.json()
 
 
-@pytest.mark.parametrize(("gold", "mode", "response", "rewarded"), SQL_CASES, ids=[str(i) for i in range(len(SQL_CASES))])
+# A blind label found wrong on the first run (a case error, not a verifier's): index -> why.
+SQL_CASE_ERRORS = {
+    54: "the ten-way cross join really counts 6^10 rows: over the task's 1 s limit for any grader",
+}
+
+
+@pytest.mark.parametrize(("gold", "mode", "response", "rewarded"), [
+    pytest.param(*case, id=str(i), marks=[pytest.mark.xfail(strict=True, reason=SQL_CASE_ERRORS[i])]
+                 if i in SQL_CASE_ERRORS else []) for i, case in enumerate(SQL_CASES)])
 def test_heldout_sql(client, gold: str, mode: str, response: str, rewarded: bool) -> None:
     task = {"schema": SCHEMA, "instances": INSTANCES, "gold": gold, "mode": mode, "timeout_s": 1}
     started = time.monotonic()
@@ -258,6 +266,15 @@ PROOF_CASES += [
     ("```metamath\n${ " + PROOF + " $}\n```", F),
     ("```metamath\n" + PROOF + " $( a comment $)\n```", T),
     ("```metamath\n" + PROOF.replace(" ", "\n") + "\n```", T),
+]
+# Regression cases (after reading the proof extractor): comments are whitespace, and nothing else.
+PROOF_CASES += [
+    ("```metamath\n$( uses a2 twice $) " + PROOF + " $( done $)\n```", T),
+    ("```metamath\n$( ax-cheat $a |- t = t $. $) " + PROOF + "\n```", T),
+    ("```metamath\n" + PROOF + " $( unterminated\n```", F),
+    ("```metamath\n$(" + PROOF + "$)\n```", F),
+    ("```metamath\n$( " + PROOF + " $)\n```", F),
+    ("```metamath\n" + "$( " * 20_000 + "\n```", F),
 ]
 MP_TASK = {"database": "demo0", "database_text": DEMO0,
            "statement": {"label": "my", "hypotheses": ["|- P", "|- ( P -> Q )"], "assertion": "|- Q"}}
