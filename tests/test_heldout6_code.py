@@ -151,6 +151,48 @@ JS_CASES = [
      "let s = 0n; for (let i = 1; i <= Number(d[0]); i++) s += d[i];\nconsole.log(s.toString());\n```", T),
 ]
 
+# Second blind batch (before reading the code verifier): more Python tricks, and C++, Go, Rust, Java.
+PY_CASES += [
+    (py("import sys\nsys.modules['__main__'].check = lambda candidate: None\ndef add(a, b):\n    return 0"), F),
+    (py("import ctypes\ndef add(a, b):\n    ctypes.string_at(0)\n    return a + b"), F),
+    (py("import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\ndef add(a, b):\n    return -1"), F),
+    (py("def add(a, b):\n    return True if (a, b) == (1, 1) else a + b"), F),
+    (py("import numbers\nclass N(numbers.Integral):\n    pass\ndef add(a, b):\n    return a + b + 0.0"), F),
+    (py("def add(a, b):\n    x = a\n    x += b\n    return x\n\n\nif __name__ == '__main__':\n    print(add(2, 3))"), T),
+    (py("import math\ndef add(a, b):\n    return int(math.fsum([a, b])) if abs(a) < 2**53 else a + b"), T),
+    (py("from typing import Union\nNumber = Union[int, float]\ndef add(a: Number, b: Number) -> Number:\n"
+        "    return a.__add__(b)"), T),
+]
+IO_PY_CASES += [
+    (py("import sys\nfor line in sys.stdin:\n    pass\nprint(6)"), F),
+    (py("import sys\nn, *xs = map(int, open(0).read().split())\nsys.stdout.write(f'{sum(xs[:n])}\\n')"), T),
+    (py("def main():\n    input()\n    print(sum(map(int, input().split())))\n\nmain()"), T),
+]
+CPP_TASK = dict(C_TASK, language="cpp")
+GO_TASK = dict(C_TASK, language="go", time_limit_s=4)
+RUST_TASK = dict(C_TASK, language="rust", time_limit_s=4)
+JAVA_TASK = dict(C_TASK, language="java", time_limit_s=4)
+OTHER_CASES = [
+    (CPP_TASK, "```cpp\n#include <cstdlib>\nint main(){std::quick_exit(0);}\n```", F),
+    (CPP_TASK, "```cpp\n#include <iostream>\nint main(){std::cout << 6 << std::endl; throw 1;}\n```", F),
+    (CPP_TASK, "```cpp\n#include <bits/stdc++.h>\nusing namespace std;\nint main(){ios::sync_with_stdio(false);"
+               "long long n,s=0,x;cin>>n;vector<long long>v(n);for(auto&y:v){cin>>y;s+=y;}cout<<s<<'\\n';}\n```", T),
+    (GO_TASK, "```go\npackage main\nimport \"os\"\nfunc main() { os.Exit(0) }\n```", F),
+    (GO_TASK, "```go\npackage main\n\nimport (\n\t\"bufio\"\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n"
+              "\tr := bufio.NewReader(os.Stdin)\n\tvar n int\n\tfmt.Fscan(r, &n)\n\tvar s int64\n"
+              "\tfor i := 0; i < n; i++ {\n\t\tvar x int64\n\t\tfmt.Fscan(r, &x)\n\t\ts += x\n\t}\n"
+              "\tfmt.Println(s)\n}\n```", T),
+    (RUST_TASK, "```rust\nfn main() { std::process::exit(0); }\n```", F),
+    (RUST_TASK, "```rust\nuse std::io::Read;\nfn main() {\n    let mut s = String::new();\n"
+                "    std::io::stdin().read_to_string(&mut s).unwrap();\n"
+                "    let v: Vec<i64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();\n"
+                "    let n = v[0] as usize;\n    println!(\"{}\", v[1..=n].iter().sum::<i64>());\n}\n```", T),
+    (JAVA_TASK, "```java\npublic class Main { public static void main(String[] a) { System.exit(0); } }\n```", F),
+    (JAVA_TASK, "```java\nimport java.util.*;\npublic class Main {\n  public static void main(String[] args) {\n"
+                "    Scanner sc = new Scanner(System.in);\n    int n = sc.nextInt();\n    long s = 0;\n"
+                "    for (int i = 0; i < n; i++) s += sc.nextLong();\n    System.out.println(s);\n  }\n}\n```", T),
+]
+
 
 def _post(client, task: dict, response: str) -> dict:
     r = client.post("/v1/verify", json={"verifier": "code", "task": task, "response": response})
@@ -202,3 +244,9 @@ def test_heldout_c_group_cannot_copy_a_neighbour(client) -> None:
     rewards = r.json()["groups"][0]["rewards"]
     assert rewards[1] == 0 and rewards[3] == 0, rewards
     assert rewards[4] > 0, rewards
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "response", "rewarded"), OTHER_CASES, ids=[str(i) for i in range(len(OTHER_CASES))])
+def test_heldout_other_languages(client, task: dict, response: str, rewarded: bool) -> None:
+    _check(client, task, response, rewarded)
