@@ -270,6 +270,16 @@ REGRESSION: list[tuple[str, str, bool]] = [
     ("2500000", "\\boxed{2.6 \\text{ million}}", F),
     ("3000", "\\boxed{3 \\text{ thousand dollars}}", T),
     ("3000", "\\boxed{3 \\text{ hundred}}", F),
+    # presentation that renders nothing or the same value: invisible boxes, sizes, bold
+    ("5", "\\boxed{5\\hphantom{0}}", T),
+    ("50", "\\boxed{5\\hphantom{0}}", F),
+    ("5", "\\boxed{\\vphantom{1}5}", T),
+    ("5", "\\boxed{{\\Large 5}}", T),
+    ("6", "\\boxed{\\Large 5}", F),
+    ("55", "\\boxed{\\mathbf 55}", T),
+    ("x+1", "\\boxed{\\bm{x}+1}", T),
+    ("5", "\\boxed{\\boldsymbol{5}}", T),
+    ("5", "\\boxed{\\smash{6}}", F),
 ]
 
 # Hostile shapes whose verdict a grader could give either way; only the service's health and

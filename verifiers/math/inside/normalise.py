@@ -31,6 +31,10 @@ _REMOVE = [
     r"\\quad", r"\\qquad", r"\\big", r"\\Big", r"\\bigg", r"\\Bigg", r"\\bigl", r"\\bigr", r"\\Bigl", r"\\Bigr",
     r"\\limits", r"\\nolimits", r"\\mathstrut", r"\\phantom\{[^{}]*\}", r"\\hspace\*?\{[^{}]*\}",
     r"\\enspace", r"\\thinspace", r"\\medspace", r"\\thickspace", r"\\hline", r"\\boxed", r"\\fbox",
+    # presentation that renders nothing, or the same value: invisible boxes, sizes, a font on one token
+    r"\\[hv]phantom\{[^{}]*\}", r"\\tiny", r"\\scriptsize", r"\\footnotesize", r"\\small", r"\\normalsize",
+    r"\\large", r"\\Large", r"\\LARGE", r"\\huge", r"\\Huge",
+    r"\\(?:mathbf|mathrm|boldsymbol|bm|pmb|textbf)(?=\s*[0-9A-Za-z])",
 ]
 _REMOVE_RE = re.compile("|".join(r"(?<!\\)" + p + r"(?![a-zA-Z])" for p in _REMOVE))
 # Doubled backslashes before a command (a raw string escaped twice): "\\\\frac" -> "\\frac".
@@ -48,7 +52,8 @@ def unescape(text: str) -> str:
 
 
 _TEXT_CMDS = re.compile(
-    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mathrm|mathbf|mathit|mathsf|mbox|hbox|operatorname|emph)"
+    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mathrm|mathbf|mathit|mathsf|mbox|hbox|operatorname|emph"
+    r"|bm|boldsymbol|pmb|underline|smash|mathrlap|mathllap|mathclap)"
     r"\s*\{([^{}]*)\}")
 # Presentation only: a colour is not part of the value (`\\color{red}5`, `\\textcolor{red}{5}`), and
 # angle brackets delimit a vector like parentheses (`\\langle 1, 2 \\rangle`).
