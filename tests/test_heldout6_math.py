@@ -280,6 +280,15 @@ REGRESSION: list[tuple[str, str, bool]] = [
     ("x+1", "\\boxed{\\bm{x}+1}", T),
     ("5", "\\boxed{\\boldsymbol{5}}", T),
     ("5", "\\boxed{\\smash{6}}", F),
+    # an answer tag holding emphasis or a sentence that states its value
+    ("7", "<answer>**7**</answer>", T),
+    ("7", "<answer>The number of ways is 7.</answer>", T),
+    ("7", "<answer>There are 7 ways and 8 paths.</answer>", F),
+    ("2, 3", "<answer>x is 2 or 3</answer>", T),
+    ("3", "<answer>x is 2 or 3</answer>", F),
+    ("5", "<answer>So x equals 5</answer>", T),
+    ("01:16", "<answer>1 hour 16 minutes</answer>", T),
+    ("(1, 2)", "<answer>The point is (1, 2).</answer>", T),
 ]
 
 # Hostile shapes whose verdict a grader could give either way; only the service's health and

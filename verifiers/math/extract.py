@@ -239,6 +239,7 @@ def _last_phrase(text: str) -> int | None:
     return None if last is None else last.start(1)
 
 
+_COPULA = re.compile(r"\b(?:is|are|was|were|equals|be)\s+(?=\S)", re.IGNORECASE)
 _SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
 _OR = re.compile(r"\s*,?\s*(?:or|或者|或)\s*(?:\\?\$)?", re.IGNORECASE)
 
@@ -284,10 +285,16 @@ def _tagged(text: str) -> Extraction | None:
     if boxed:
         return Extraction(boxed, "answer_tag")
     start = _last_phrase(content)
+    if start is None:  # a sentence that states its value: "The number of ways is 7."
+        verb = None
+        for verb in _COPULA.finditer(content):  # noqa: B007 - the last one is wanted
+            pass
+        start = verb.end() if verb and re.search(r"[^\W\d_]", content[:verb.start()]) else None
     found = _phrase_answer(content[start:]) if start is not None else None
     if found:
         return Extraction(found, "answer_tag")
-    content = re.sub(r"^\$+|\$+$", "", content).strip().rstrip(".").strip()
+    # Markdown emphasis around the whole answer ("**7**") is not part of it.
+    content = re.sub(r"^\$+|\$+$", "", content.strip(_EMPHASIS_EDGES)).strip().rstrip(".").strip()
     return Extraction([content] if content else [], "answer_tag")
 
 
