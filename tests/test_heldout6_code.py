@@ -3,6 +3,8 @@ verifier or the sandbox, from the public docs only; run through the public HTTP 
 the process backend. Every exploit must get no reward, and each exploit list is followed by
 an honest answer that must get its reward (the sandbox stays healthy)."""
 
+# ruff: noqa: E501 - the cases are data: one response per line reads best
+
 from __future__ import annotations
 
 import pytest

@@ -3,6 +3,8 @@ verifiers' code, from the public docs and the task schemas only, with the outcom
 grader gives; run through the public HTTP interface on the process backend. `True` = the
 response deserves its reward, `False` = it must get none."""
 
+# ruff: noqa: E501 - the cases are data: one response per line reads best
+
 from __future__ import annotations
 
 import json
