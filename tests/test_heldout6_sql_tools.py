@@ -129,6 +129,13 @@ SQL_CASES += [
     (RAISE, "mutation", "```sql\nINSERT INTO dept VALUES (99, 'x')\n```", F),
 ]
 
+# Regression cases (after reading the SQL extractor): a fence tagged with another dialect's name is SQL.
+SQL_CASES += [
+    (GOLD, "query", "```mysql\n" + GOLD + "\n```", T),
+    (GOLD, "query", "```tsql\n" + GOLD + "\n```", T),
+    (GOLD, "query", "```mysql\nSELECT name, salary FROM emp\n```", F),
+    (GOLD, "query", "```python\nq = \"" + GOLD + "\"\n```", F),
+]
 
 def _post(client, verifier: str, task: dict, response: str) -> dict:
     r = client.post("/v1/verify", json={"verifier": verifier, "task": task, "response": response})
