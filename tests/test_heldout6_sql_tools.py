@@ -200,6 +200,16 @@ TOOL_CASES = [
 ]
 
 
+# Regression cases (after reading the bank pack): an integral number is an integer, as in JSON
+# Schema; a fraction, a string or a boolean is not an amount.
+TOOL_CASES += [
+    (_trace([{"tool": "transfer", "args": dict(PAY["args"], amount=500.0)}], "Your balance is 450."), T),
+    (_trace([{"tool": "transfer", "args": dict(PAY["args"], amount=500.5)}], "Your balance is 450."), F),
+    (_trace([{"tool": "transfer", "args": dict(PAY["args"], amount="500")}], "Your balance is 450."), F),
+    (_trace([{"tool": "transfer", "args": dict(PAY["args"], amount=True)}], "Your balance is 450."), F),
+    (_trace([{"tool": "transfer", "args": dict(PAY["args"], amount=1e300)}], "Your balance is 450."), F),
+]
+
 # Blind labels a grader could give either way (docs/tool_state_verifier.md): index -> why.
 TOOL_AMBIGUOUS = {
     6: "the second transfer of 500 is refused (A1 holds 450 by then): nothing changes, and the final state "
