@@ -289,6 +289,17 @@ REGRESSION: list[tuple[str, str, bool]] = [
     ("5", "<answer>So x equals 5</answer>", T),
     ("01:16", "<answer>1 hour 16 minutes</answer>", T),
     ("(1, 2)", "<answer>The point is (1, 2).</answer>", T),
+    # a reason or a denial after the phrase's value is not the value
+    ("12", "So the final answer is 12 and not 13.", T),
+    ("13", "So the final answer is 12 and not 13.", F),
+    ("12", "The answer is 12 because there are 3 groups of 4.", T),
+    ("12", "The answer is 2 times 6, which is 12.", T),
+    ("12", "The answer is not 13 but 12.", T),
+    # repeating decimals
+    ("1", "\\boxed{0.\\overline{9}}", T),
+    ("1/3", "\\boxed{0.\\overline{3}}", T),
+    ("137/110", "\\boxed{1.2\\overline{45}}", T),
+    ("1/3", "\\boxed{0.\\overline{4}}", F),
 ]
 
 # Hostile shapes whose verdict a grader could give either way; only the service's health and

@@ -225,7 +225,10 @@ def _phrase_answer(tail: str) -> list[str]:
     words = _PROSE.findall(re.sub(r"\\[A-Za-z]+|\$[^$]*\$", "", sentence))
     if not words or len(sentence) <= 30 and not _NUMBER.search(sentence):
         return [sentence] if sentence else []
-    numbers = _NUMBER.findall(sentence)
+    # A reason or a denial after the value is not the value: "12 because 3 groups of 4", "12 and not 13".
+    reason = _REASON.search(sentence)
+    numbers = _NUMBER.findall(sentence[:reason.start()]) if reason else []
+    numbers = numbers or _NUMBER.findall(sentence)
     if numbers:
         return [numbers[-1]]
     return maths
@@ -239,6 +242,8 @@ def _last_phrase(text: str) -> int | None:
     return None if last is None else last.start(1)
 
 
+_REASON = re.compile(r"[,;(]?\s*\b(?:because|since|as|not|but|instead|rather|although|though|given)\b",
+                     re.IGNORECASE)
 _COPULA = re.compile(r"\b(?:is|are|was|were|equals|be)\s+(?=\S)", re.IGNORECASE)
 _SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
 _OR = re.compile(r"\s*,?\s*(?:or|或者|或)\s*(?:\\?\$)?", re.IGNORECASE)

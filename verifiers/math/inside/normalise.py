@@ -69,6 +69,20 @@ def _presentation(s: str) -> str:
     return _ANGLES.sub(lambda m: "(" if m.group(0) in ("\\langle", "\u27e8") else ")", s)
 
 
+# A repeating decimal: `0.\\overline{3}` is 1/3, `1.2\\overline{45}` is 1.2454545...
+_REPEATING = re.compile(r"(\d*)\.(\d*)\\overline\s*\{\s*(\d{1,50})\s*\}")
+
+
+def _repeating(s: str) -> str:
+    def fraction(m: re.Match[str]) -> str:
+        whole, fixed, period = m.group(1) or "0", m.group(2), m.group(3)
+        if len(whole) + len(fixed) > 50:
+            return m.group(0)
+        numerator = int(whole + fixed + period) - int(whole + fixed)
+        return f"\\frac{{{numerator}}}{{{10 ** len(fixed) * (10 ** len(period) - 1)}}}"
+    return _REPEATING.sub(fraction, s)
+
+
 def _mixed_slash(s: str) -> str:
     m = _MIXED_SLASH.fullmatch(s)
     if m and 0 < int(m.group(3)) < int(m.group(4)):
@@ -183,7 +197,7 @@ def _normalise(text: str) -> Normalised:
     # "\," and "~" are LaTeX spaces ("8 \mathrm{~cm}^2"); an answer never holds a literal tilde.
     s = s.replace("\\,", " ").replace("~", " ")
     s = _REMOVE_RE.sub(" ", s)
-    s = _presentation(s)
+    s = _repeating(_presentation(s))
     for _ in range(3):  # nested \text{\textbf{...}}
         s = _TEXT_CMDS.sub(lambda m: " " + m.group(1) + " ", s)
     s = re.sub(r"\\[dtc]frac", r"\\frac", s)
