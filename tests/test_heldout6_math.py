@@ -356,3 +356,22 @@ def test_heldout_math_bounded(client, gold: str, response: str) -> None:
     assert body["verdict"] != "error"
     # an honest answer is still rewarded afterwards
     assert _judge(client, "1", "\\boxed{1}")["reward"] > 0
+
+
+@pytest.mark.parametrize("response", [
+    "The answer" + "\n" * 90_000,
+    ("**Final Answer**" + " \n" * 40) * 900,
+    "答案" + " " * 90_000,
+    "<answer>" + "The answer is " + "\n" * 80_000 + "</answer>",
+], ids=["newlines", "emphasis", "cjk", "tagged"])
+def test_answer_phrase_never_backtracks(client, response: str) -> None:
+    """Regression (heldout6): host-side patterns re-split runs of whitespace on every failed
+    match: at 1146b41 "answer" and 2,000 newlines took 50 s in the answer phrase (cubic), and the
+    false-step detector's sentence breaks were cubic in a run of newlines too (90,000 newlines:
+    hours). Both are linear now; the response gets no reward and the service stays healthy."""
+    started = time.monotonic()
+    body = _judge(client, "1", response)
+    assert time.monotonic() - started < 10, "host-side extraction must stay linear"
+    assert body["reward"] == 0
+    assert _judge(client, "1", "The answer is 1.")["reward"] > 0
+
