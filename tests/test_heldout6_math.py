@@ -363,7 +363,8 @@ def test_heldout_math_bounded(client, gold: str, response: str) -> None:
     ("**Final Answer**" + " \n" * 40) * 900,
     "答案" + " " * 90_000,
     "<answer>" + "The answer is " + "\n" * 80_000 + "</answer>",
-], ids=["newlines", "emphasis", "cjk", "tagged"])
+    "it is 1" + " " * 90_000 + "x 2",
+], ids=["newlines", "emphasis", "cjk", "tagged", "spaces-between-numbers"])
 def test_answer_phrase_never_backtracks(client, response: str) -> None:
     """Regression (heldout6): host-side patterns re-split runs of whitespace on every failed
     match: at 1146b41 "answer" and 2,000 newlines took 50 s in the answer phrase (cubic), and the

@@ -248,7 +248,7 @@ _REASON = re.compile(r"[,;(]?\s*\b(?:because|since|as|not|but|instead|rather|alt
                      re.IGNORECASE)
 _COPULA = re.compile(r"\b(?:is|are|was|were|equals|be)\s+(?=\S)", re.IGNORECASE)
 _SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
-_OR = re.compile(r"\s*,?\s*(?:or|或者|或)\s*(?:\\?\$)?", re.IGNORECASE)
+_OR = re.compile(r"\s*+,?\s*+(?:or|或者|或)\s*+(?:\\?\$)?", re.IGNORECASE)  # possessive: linear
 
 
 def _last_numbers(text: str, numbers: list[re.Match[str]]) -> list[str]:
