@@ -33,9 +33,14 @@ _MINERVA_START = "final answer is"
 _MINERVA_END = "i hope it is correct"
 # Markdown emphasis may wrap the phrase or its colon: "**Answer:** 6", "**Final Answer**: $6$", "*Answer*: 6".
 # Chinese exams: 故选：B, 答案为 3, 答案是, 应选 C, 所以选 D.
+# Possessive quantifiers (`*+`): runs of spaces between the optional parts are never split
+# again on a failed match ("answer" and 2,000 newlines took 50 s of host time with `\s*`).
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s+answer|the\s+answer|answer|答案\s*(?:应|应该)?\s*(?:为|是)?|(?:故|应|所以|因此)\s*选(?:择)?)"
-    r"[*_]*\s*(?:is|:|=)?\s*[:=]?[*_]*\s*(.+)", re.IGNORECASE)
+    r"(?:final\s++answer|the\s++answer|answer|答案\s*+(?:应|应该)?\s*+(?:为|是)?|(?:故|应|所以|因此)\s*+选(?:择)?)"
+    r"[*_]*+\s*+(?:is|:|=)?\s*+[:=]?[*_]*+\s*+(.+)", re.IGNORECASE)
+# The phrase and the first character of its answer: every occurrence on a line is found (the
+# phrase's `.+` would swallow a later "the answer is 17" on the line of an earlier "the answer is 18").
+_ANSWER_START = re.compile(_ANSWER_PHRASE.pattern.removesuffix("(.+)") + "(.)", re.IGNORECASE)
 _EMPHASIS_EDGES = "*_ "
 _CHOICE_FIRST = re.compile(r"\(?[A-H]\)\s|\(?[A-H][.:]\s")
 _GSM8K = re.compile(r"####\s*([^\n]+)")
@@ -136,6 +141,7 @@ def math_spans(text: str) -> list[MathSpan]:
     """`$$...$$`, `\\[...\\]` (display) and `$...$`, `\\(...\\)` (inline, on one line), in one pass.
     A `\\$` is a dollar sign, not a delimiter."""
     finders = {n: _NextFinder(text, n) for n in ("$$", "\\]", "\\)", "\n", "$", "\\")}
+    finders["$close"] = _NextDollarCloser(text, "$")
     spans: list[MathSpan] = []
     i, n = 0, len(text)
     while i < n:
@@ -168,11 +174,22 @@ def math_spans(text: str) -> list[MathSpan]:
     return spans
 
 
+class _NextDollarCloser(_NextFinder):
+    """The next `$` that can close inline math: not escaped (`\\$`), and not a currency sign
+    before a number (`9 * $2 = $18`: the second `$` opens an amount, as in pandoc's rule)."""
+
+    def at_or_after(self, pos: int) -> int:
+        if self.found == -1 or self.found >= pos:
+            return self.found
+        end = self.text.find("$", pos)
+        while end > 0 and (self.text[end - 1] == "\\" or self.text[end + 1:end + 2].isdigit()):
+            end = self.text.find("$", end + 1)
+        self.found = end
+        return end
+
+
 def _inline_close(text: str, finders: dict[str, _NextFinder], pos: int, closer: str) -> int:
-    end = finders[closer].at_or_after(pos)
-    while closer == "$" and end > 0 and text[end - 1] == "\\":  # an escaped \\$ inside
-        end = text.find("$", end + 1)
-    return end
+    return finders["$close" if closer == "$" else closer].at_or_after(pos)
 
 
 def _last_math_group(text: str) -> list[str]:
@@ -210,10 +227,40 @@ def _phrase_answer(tail: str) -> list[str]:
     words = _PROSE.findall(re.sub(r"\\[A-Za-z]+|\$[^$]*\$", "", sentence))
     if not words or len(sentence) <= 30 and not _NUMBER.search(sentence):
         return [sentence] if sentence else []
-    numbers = _NUMBER.findall(sentence)
+    # A reason or a denial after the value is not the value: "12 because 3 groups of 4", "12 and not 13".
+    reason = _REASON.search(sentence)
+    numbers = _NUMBER.findall(sentence[:reason.start()]) if reason else []
+    numbers = numbers or _NUMBER.findall(sentence)
     if numbers:
         return [numbers[-1]]
     return maths
+
+
+def _last_phrase(text: str) -> int | None:
+    """Where the answer of the last answer phrase starts (each match is short: linear)."""
+    last = None
+    for last in _ANSWER_START.finditer(text):  # noqa: B007 - the last match is the one wanted
+        pass
+    return None if last is None else last.start(1)
+
+
+_REASON = re.compile(r"[,;(]?\s*\b(?:because|since|as|not|but|instead|rather|although|though|given)\b",
+                     re.IGNORECASE)
+_COPULA = re.compile(r"\b(?:is|are|was|were|equals|be)\s+(?=\S)", re.IGNORECASE)
+_SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
+_OR = re.compile(r"\s*+,?\s*+(?:or|或者|或)\s*+(?:\\?\$)?", re.IGNORECASE)  # possessive: linear
+
+
+def _last_numbers(text: str, numbers: list[re.Match[str]]) -> list[str]:
+    """The last number, with the numbers just before it joined to it by "or" ("3 or 4",
+    "3, or 4"): a hedge in prose stays a hedge (several candidates)."""
+    found = [numbers[-1]]
+    for number in reversed(numbers[:-1]):
+        if _OR.fullmatch(text, number.end(), found[0].start()) is None:
+            break
+        found.insert(0, number)
+    scale = _SCALE_WORD.match(text, found[-1].end())  # "about 2.5 million": the word is part of it
+    return [m.group(0) for m in found[:-1]] + [found[-1].group(0) + (f" {scale.group(1)}" if scale else "")]
 
 
 def _minerva_sentence(text: str) -> tuple[int, str] | None:
@@ -244,11 +291,17 @@ def _tagged(text: str) -> Extraction | None:
     boxed = boxes(content)
     if boxed:
         return Extraction(boxed, "answer_tag")
-    phrases = list(_ANSWER_PHRASE.finditer(content))
-    found = _phrase_answer(content[phrases[-1].start(1):]) if phrases else None
+    start = _last_phrase(content)
+    if start is None:  # a sentence that states its value: "The number of ways is 7."
+        verb = None
+        for verb in _COPULA.finditer(content):  # noqa: B007 - the last one is wanted
+            pass
+        start = verb.end() if verb and re.search(r"[^\W\d_]", content[:verb.start()]) else None
+    found = _phrase_answer(content[start:]) if start is not None else None
     if found:
         return Extraction(found, "answer_tag")
-    content = re.sub(r"^\$+|\$+$", "", content).strip().rstrip(".").strip()
+    # Markdown emphasis around the whole answer ("**7**") is not part of it.
+    content = re.sub(r"^\$+|\$+$", "", content.strip(_EMPHASIS_EDGES)).strip().rstrip(".").strip()
     return Extraction([content] if content else [], "answer_tag")
 
 
@@ -270,9 +323,9 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
         found = _phrase_answer(minerva[1])
         if found:
             return Extraction(found, "final_answer_sentence")
-    phrases = list(_ANSWER_PHRASE.finditer(text))
-    if phrases:
-        found = _phrase_answer(text[phrases[-1].start(1):])
+    start = _last_phrase(text)
+    if start is not None:
+        found = _phrase_answer(text[start:])
         if found:
             return Extraction(found, "answer_phrase")
     gsm8k = list(_GSM8K.finditer(text))
@@ -293,9 +346,9 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
     if inline:
         return Extraction(inline, "last_inline_math")
     if last_number_fallback:
-        numbers = _NUMBER.findall(text)
+        numbers = list(_NUMBER.finditer(text))
         if numbers:
-            return Extraction([numbers[-1]], "last_number")
+            return Extraction(_last_numbers(text, numbers), "last_number")
     if short:
         return Extraction([stripped.rstrip(".")], "whole_response")
     return Extraction([], "none")

@@ -19,6 +19,22 @@ SPAN_RE = re.compile(r"\$=(.*?)\$\.", re.S)
 # Keywords a response may not use: each would add to or change the database.
 DECLARING = ("$a", "$c", "$v", "$f", "$e", "$d", "${", "$}", "$[", "$]")
 PROVE_RE = re.compile(r"(?:^|\s)(\S+)\s+\$p\s(.*?)(?:\s\$=|\Z)", re.S)
+# A Metamath comment `$( ... $)` (whitespace-separated keywords, not nested) is whitespace, inside a
+# proof too (the Metamath book, section 4.1.2); an unterminated `$(` stays and fails as a token.
+COMMENT_OPEN_RE = re.compile(r"(?<!\S)\$\((?!\S)")
+COMMENT_CLOSE_RE = re.compile(r"(?<!\S)\$\)(?!\S)")
+
+
+def without_comments(block: str) -> str:
+    """The block with its comments as spaces; linear (each search starts where the last ended)."""
+    parts, pos = [], 0
+    while (start := COMMENT_OPEN_RE.search(block, pos)) is not None:
+        end = COMMENT_CLOSE_RE.search(block, start.end())
+        if end is None:
+            break
+        parts.append(block[pos:start.start()] + " ")
+        pos = end.end()
+    return "".join(parts) + block[pos:]
 
 
 @dataclass
@@ -46,6 +62,7 @@ def extract_proof(response: str) -> Extracted:
 
 
 def _from_block(block: str, method: str) -> Extracted:
+    block = without_comments(block)
     tokens = block.split()
     declared = sorted({tok for tok in tokens if tok in DECLARING})
     if tokens.count("$=") > 1 or tokens.count("$p") > 1:

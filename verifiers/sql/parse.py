@@ -42,7 +42,10 @@ _WEAK_START = re.compile(
 MAX_TRIAL_PARSE_CHARS = 20_000
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_SQL_TAGS = {"sql", "sqlite", "sqlite3", "postgres", "postgresql", "psql", "pgsql", "plpgsql"}
+# Fence tags that name SQL: the task's dialects, and other dialects' names a policy writes out of
+# habit (```mysql, ```tsql); what runs is still parsed and judged in the task's dialect.
+_SQL_TAGS = {"sql", "sqlite", "sqlite3", "postgres", "postgresql", "psql", "pgsql", "plpgsql",
+             "mysql", "mariadb", "tsql", "t-sql", "mssql", "plsql", "sparksql", "hiveql", "bigquery", "duckdb"}
 
 SQLGLOT_DIALECT = {"sqlite": "sqlite", "postgres": "postgres"}
 

@@ -11,6 +11,7 @@ permission is judged on what it names) but makes the trace malformed.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,10 +71,23 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+# A trace a policy wrapped in prose: the last fenced block (```json or untagged) holds it.
+_FENCED = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def _trace_text(response: str) -> str:
+    """The JSON of the trace: the response itself, or, when it is not a JSON object on its
+    own, its last ```json (or untagged) fenced block."""
+    if response.lstrip().startswith("{"):
+        return response
+    blocks = _FENCED.findall(response)
+    return blocks[-1] if blocks else response
+
+
 def parse_trace(response: str, max_calls: int, max_message_chars: int) -> Trace:
     check_size(response)
     try:
-        data = json.loads(response, object_pairs_hook=_unique_keys)
+        data = json.loads(_trace_text(response), object_pairs_hook=_unique_keys)
     except TraceError:
         raise
     except RecursionError:

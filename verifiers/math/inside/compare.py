@@ -53,7 +53,8 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     if kinds == {"expr"}:
         if policy.figures and not (answer.value.free_symbols or gold.value.free_symbols):
             return _figures_equal(answer.value, gold.value, policy.figures)
-        return _percent_equal(answer, gold, policy)
+        equal, how = _percent_equal(answer, gold, policy)
+        return (equal, how) if equal else _scale_word_equal(answer, gold, policy, how)
     if "choice" in kinds:
         return choice_equal(answer, gold, lambda a, b: equivalent(a, b, policy))
     if "time" in kinds:
@@ -159,6 +160,24 @@ def distinct(items: list[Parsed], policy: Policy = Policy()) -> list[Parsed]:
         if not any(equivalent(item, seen, policy)[0] and equivalent(seen, item, policy)[0] for seen in kept):
             kept.append(item)
     return kept
+
+
+# A number followed by a scale word ("1.5 million") reads either way, like a percent: as the
+# number (the word a unit, "1.5" when the question counts in millions) or as its value (1500000).
+_SCALE_WORDS = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+
+
+def _scale_word_equal(answer: Parsed, gold: Parsed, policy: Policy, how: str) -> tuple[bool, str]:
+    def scaled(p: Parsed) -> Parsed | None:
+        scale = _SCALE_WORDS.get(p.unit.split(" ")[0].removesuffix("s")) if p.unit else None
+        return replace(p, value=p.value * scale, unit="") if scale else None
+
+    for a, g in ((scaled(answer), gold), (answer, scaled(gold))):
+        if a is not None and g is not None:
+            equal, scaled_how = _percent_equal(a, g, policy)
+            if equal:
+                return True, f"scale_word_{scaled_how}"
+    return False, how
 
 
 def _percent_equal(answer: Parsed, gold: Parsed, policy: Policy) -> tuple[bool, str]:

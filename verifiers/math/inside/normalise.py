@@ -31,6 +31,10 @@ _REMOVE = [
     r"\\quad", r"\\qquad", r"\\big", r"\\Big", r"\\bigg", r"\\Bigg", r"\\bigl", r"\\bigr", r"\\Bigl", r"\\Bigr",
     r"\\limits", r"\\nolimits", r"\\mathstrut", r"\\phantom\{[^{}]*\}", r"\\hspace\*?\{[^{}]*\}",
     r"\\enspace", r"\\thinspace", r"\\medspace", r"\\thickspace", r"\\hline", r"\\boxed", r"\\fbox",
+    # presentation that renders nothing, or the same value: invisible boxes, sizes, a font on one token
+    r"\\[hv]phantom\{[^{}]*\}", r"\\tiny", r"\\scriptsize", r"\\footnotesize", r"\\small", r"\\normalsize",
+    r"\\large", r"\\Large", r"\\LARGE", r"\\huge", r"\\Huge",
+    r"\\(?:mathbf|mathrm|boldsymbol|bm|pmb|textbf)(?=\s*[0-9A-Za-z])",
 ]
 _REMOVE_RE = re.compile("|".join(r"(?<!\\)" + p + r"(?![a-zA-Z])" for p in _REMOVE))
 # Doubled backslashes before a command (a raw string escaped twice): "\\\\frac" -> "\\frac".
@@ -48,8 +52,44 @@ def unescape(text: str) -> str:
 
 
 _TEXT_CMDS = re.compile(
-    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mathrm|mathbf|mathit|mathsf|mbox|hbox|operatorname|emph)"
+    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mathrm|mathbf|mathit|mathsf|mbox|hbox|operatorname|emph"
+    r"|bm|boldsymbol|pmb|underline|smash|mathrlap|mathllap|mathclap)"
     r"\s*\{([^{}]*)\}")
+# Presentation only: a colour is not part of the value (`\\color{red}5`, `\\textcolor{red}{5}`), and
+# angle brackets delimit a vector like parentheses (`\\langle 1, 2 \\rangle`).
+_COLOUR = re.compile(r"\\color\s*\{[^{}]*\}")
+_COLOURED = re.compile(r"\\(?:textcolor|colorbox)\s*\{[^{}]*\}\s*\{([^{}]*)\}")
+_ANGLES = re.compile(r"\\langle(?![a-zA-Z])|\u27e8|\\rangle(?![a-zA-Z])|\u27e9")
+# A mixed number written with a slash, the whole answer: "2 1/2", "-3 3/4" (a proper fraction).
+_MIXED_SLASH = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
+
+
+def _presentation(s: str) -> str:
+    s = _COLOURED.sub(lambda m: " " + m.group(1) + " ", _COLOUR.sub(" ", s))
+    return _ANGLES.sub(lambda m: "(" if m.group(0) in ("\\langle", "\u27e8") else ")", s)
+
+
+# A repeating decimal: `0.\\overline{3}` is 1/3, `1.2\\overline{45}` is 1.2454545...
+_REPEATING = re.compile(r"(\d*)\.(\d*)\\overline\s*\{\s*(\d{1,50})\s*\}")
+
+
+def _repeating(s: str) -> str:
+    def fraction(m: re.Match[str]) -> str:
+        whole, fixed, period = m.group(1) or "0", m.group(2), m.group(3)
+        if len(whole) + len(fixed) > 50:
+            return m.group(0)
+        numerator = int(whole + fixed + period) - int(whole + fixed)
+        return f"\\frac{{{numerator}}}{{{10 ** len(fixed) * (10 ** len(period) - 1)}}}"
+    return _REPEATING.sub(fraction, s)
+
+
+def _mixed_slash(s: str) -> str:
+    m = _MIXED_SLASH.fullmatch(s)
+    if m and 0 < int(m.group(3)) < int(m.group(4)):
+        return f"{m.group(1)}{m.group(2)}\\frac{{{m.group(3)}}}{{{m.group(4)}}}"
+    return s
+
+
 _UNIT_WORDS = {
     "cm", "m", "km", "mm", "nm", "meter", "meters", "metre", "metres", "inch", "inches", "in", "feet", "foot",
     "ft", "yd", "yard", "yards", "mile", "miles", "mi", "second", "seconds", "sec", "s", "minute", "minutes",
@@ -157,6 +197,7 @@ def _normalise(text: str) -> Normalised:
     # "\," and "~" are LaTeX spaces ("8 \mathrm{~cm}^2"); an answer never holds a literal tilde.
     s = s.replace("\\,", " ").replace("~", " ")
     s = _REMOVE_RE.sub(" ", s)
+    s = _repeating(_presentation(s))
     for _ in range(3):  # nested \text{\textbf{...}}
         s = _TEXT_CMDS.sub(lambda m: " " + m.group(1) + " ", s)
     s = re.sub(r"\\[dtc]frac", r"\\frac", s)
@@ -186,4 +227,5 @@ def _normalise(text: str) -> Normalised:
     s = s.strip().rstrip(".,;").strip()
     s, unit = strip_units(s)
     s = s.strip().rstrip(".,;").strip()
+    s = _mixed_slash(s)
     return Normalised(s, percent, unit)

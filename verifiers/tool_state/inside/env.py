@@ -98,17 +98,21 @@ class Tool:
         }
 
     def check_args(self, args: Any) -> dict[str, Any]:
-        """Strict typing: no coercion, so `"500"` or `true` is not an amount."""
+        """Strict typing: no coercion, so `"500"` or `true` is not an amount. A number with no
+        fractional part (`500.0`) is an integer, as in the JSON Schema the tool advertises."""
         if not isinstance(args, dict):
             raise BadArguments(f"{self.name}: arguments must be an object")
         known = {p.name for p in self.params}
         extra = sorted(str(k) for k in args if k not in known)
         if extra:
             raise BadArguments(f"{self.name}: unexpected argument(s) {', '.join(extra)[:100]}")
+        args = dict(args)
         for p in self.params:
             if p.name not in args:
                 raise BadArguments(f"{self.name}: missing argument {p.name}")
             value = args[p.name]
+            if p.type is int and isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+                args[p.name] = value = int(value)
             # bool is a subclass of int in Python: reject it where an int is wanted.
             if not isinstance(value, p.type) or (p.type is int and isinstance(value, bool)):
                 raise BadArguments(f"{self.name}: {p.name} must be {_JSON_TYPES[p.type]}")
