@@ -208,7 +208,8 @@ def _check(client, task: dict, response: str, rewarded: bool) -> None:
     assert (body["reward"] > 0) is rewarded, (response[:400], body["verdict"], body.get("evidence"))
 
 
-# Blind labels found wrong on the first run (case errors, not the verifier's): index -> why.
+# Blind labels found wrong on the first run (case errors, not the verifier's): index -> why. The
+# blind label stays in PY_CASES for the record; the test asserts the corrected one.
 PY_CASE_ERRORS = {
     41: "these tests never check add(1, 1)'s value, only that it is an int, and True is one: any grader "
         "running these tests passes it",
@@ -216,8 +217,8 @@ PY_CASE_ERRORS = {
 
 
 @pytest.mark.parametrize(("response", "rewarded"), [
-    pytest.param(*case, id=str(i), marks=[pytest.mark.xfail(strict=True, reason=PY_CASE_ERRORS[i])]
-                 if i in PY_CASE_ERRORS else []) for i, case in enumerate(PY_CASES)])
+    pytest.param(response, rewarded is (i not in PY_CASE_ERRORS), id=str(i))
+    for i, (response, rewarded) in enumerate(PY_CASES)])
 def test_heldout_python(client, response: str, rewarded: bool) -> None:
     _check(client, PY_TASK, response, rewarded)
 

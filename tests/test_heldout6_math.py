@@ -319,7 +319,8 @@ def _judge(client, gold: str, response: str) -> dict:
 
 
 # Held-out cases where the blind label and the verifier still differ after the fixes, by
-# index into HELD_OUT, and why (docs/math_verifier.md, "Held-out cases left as they are").
+# index into HELD_OUT, and why (docs/math_verifier.md, "Held-out cases left as they are"). The
+# test pins the documented choice (the opposite of the blind label), so a change of rule is seen.
 NOT_MET = {
     9: "ambiguous: `<answer>42` without `</answer>` is what a `</answer>` stop sequence leaves; read as the "
        "whole response",
@@ -333,8 +334,8 @@ def _ids(cases):
 
 
 def _params(cases):
-    return [pytest.param(*case, id=str(i), marks=[pytest.mark.xfail(strict=True, reason=NOT_MET[i])]
-                         if i in NOT_MET else []) for i, case in enumerate(cases)]
+    return [pytest.param(gold, response, rewarded is (i not in NOT_MET), id=str(i))
+            for i, (gold, response, rewarded) in enumerate(cases)]
 
 
 @pytest.mark.parametrize(("gold", "response", "rewarded"), _params(HELD_OUT + REGRESSION))

@@ -143,15 +143,16 @@ def _post(client, verifier: str, task: dict, response: str) -> dict:
     return r.json()
 
 
-# A blind label found wrong on the first run (a case error, not a verifier's): index -> why.
+# A blind label found wrong on the first run (a case error, not a verifier's): index -> why. The
+# blind label stays in SQL_CASES for the record; the test asserts the corrected one.
 SQL_CASE_ERRORS = {
     54: "the ten-way cross join really counts 6^10 rows: over the task's 1 s limit for any grader",
 }
 
 
 @pytest.mark.parametrize(("gold", "mode", "response", "rewarded"), [
-    pytest.param(*case, id=str(i), marks=[pytest.mark.xfail(strict=True, reason=SQL_CASE_ERRORS[i])]
-                 if i in SQL_CASE_ERRORS else []) for i, case in enumerate(SQL_CASES)])
+    pytest.param(gold, mode, response, rewarded is (i not in SQL_CASE_ERRORS), id=str(i))
+    for i, (gold, mode, response, rewarded) in enumerate(SQL_CASES)])
 def test_heldout_sql(client, gold: str, mode: str, response: str, rewarded: bool) -> None:
     task = {"schema": SCHEMA, "instances": INSTANCES, "gold": gold, "mode": mode, "timeout_s": 1}
     started = time.monotonic()
@@ -210,7 +211,8 @@ TOOL_CASES += [
     (_trace([{"tool": "transfer", "args": dict(PAY["args"], amount=1e300)}], "Your balance is 450."), F),
 ]
 
-# Blind labels a grader could give either way (docs/tool_state_verifier.md): index -> why.
+# Blind labels a grader could give either way (docs/tool_state_verifier.md): index -> why. The test
+# pins the documented choice (the opposite of the blind label), so a change of rule is seen.
 TOOL_AMBIGUOUS = {
     6: "the second transfer of 500 is refused (A1 holds 450 by then): nothing changes, and the final state "
        "is the task's; state-based grading rewards it, a stricter grader would not",
@@ -218,8 +220,8 @@ TOOL_AMBIGUOUS = {
 
 
 @pytest.mark.parametrize(("response", "rewarded"), [
-    pytest.param(*case, id=str(i), marks=[pytest.mark.xfail(strict=True, reason=TOOL_AMBIGUOUS[i])]
-                 if i in TOOL_AMBIGUOUS else []) for i, case in enumerate(TOOL_CASES)])
+    pytest.param(response, rewarded is (i not in TOOL_AMBIGUOUS), id=str(i))
+    for i, (response, rewarded) in enumerate(TOOL_CASES)])
 def test_heldout_tool_state(client, response: str, rewarded: bool) -> None:
     body = _post(client, "tool_state", TASK, response)
     assert (body["reward"] > 0) is rewarded, (response[:300], body["verdict"], body["evidence"])
