@@ -8,7 +8,8 @@ passing on the runner before that change.
 The spoiler prints the limits it runs under first, then rewrites every regular file it can open
 under /tmp with a shell script, takes every permission away from those files, from its own
 directory, the scratch directory and /tmp, and exits cleanly; every case expects the task's
-limits, so a case started by a tampered helper, or not started at all, loses the reward."""
+limits, so a case started by a tampered helper, or not started at all, loses the reward. The mover
+renames the scratch directory away and leaves a link (or a file) in its place."""
 
 from __future__ import annotations
 
@@ -77,6 +78,25 @@ int main(void) {
 '''
 
 
+MOVER = r'''
+#include <stdio.h>
+#include <unistd.h>
+
+int main(void) {
+    int n = 0;
+    if (scanf("%d", &n) != 1) return 2;
+    printf("%d\n", n * 5);
+    fflush(stdout);
+    /* The scratch directory moved away and a link (or a file) left in its place. */
+    if (rename("/tmp/work", "/tmp/moved") == 0) {
+        if (n % 2) { if (symlink("/tmp/moved", "/tmp/work")) {} }
+        else { FILE *f = fopen("/tmp/work", "w"); if (f) fclose(f); }
+    }
+    return 0;
+}
+'''
+
+
 def expected(n: int) -> str:
     # time_limit_s 1.5 -> CPU rlimit ceil(1.5) + 1; memory 96 MB -> address space 96 MiB.
     return f"case {n} as=96M/96M cpu=3/3 nofile=64\n"
@@ -96,3 +116,11 @@ def test_a_case_that_spoils_every_file_it_can_reach_leaves_the_next_case_intact(
     good, reward = verify_program(ctx, {"io_cases": [{"stdin": "4\n", "stdout": "12\n"}], "time_limit_s": 1.5,
                                         "memory_mb": 96}, "c", honest)
     assert (good.verdict, reward) == (Verdict.correct, 1.0), good.evidence
+
+
+def test_a_case_that_moves_the_scratch_directory_away_leaves_the_next_case_intact(ctx):
+    task = {"io_cases": [{"stdin": f"{n}\n", "stdout": f"{5 * n}\n"} for n in (1, 2, 3, 4)], "time_limit_s": 1.5}
+    for cached in (False, False, True):
+        outcome, reward = verify_program(ctx, task, "c", MOVER)
+        assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence["tests"]
+        assert outcome.evidence["compile"]["compile_cached"] is cached
