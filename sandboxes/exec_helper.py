@@ -123,7 +123,7 @@ def _build() -> str | None:
     if platform.machine().lower() not in ARCHITECTURES or not os.access(GCC, os.X_OK):
         return None
     work = tempfile.mkdtemp(prefix="assay-exec-")
-    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    atexit.register(_remove, work, os.getpid())
     source, binary = os.path.join(work, "assay-exec.c"), os.path.join(work, "assay-exec")
     try:
         with open(source, "w") as f:
@@ -142,6 +142,12 @@ def _build() -> str | None:
         log.warning("the sandbox exec helper failed its check; prlimit starts programs instead")
         return None
     return binary
+
+
+def _remove(work: str, builder: int) -> None:
+    """At exit, by the process that built it only (a forked child's exit must not take it away)."""
+    if os.getpid() == builder:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _works(binary: str) -> bool:
