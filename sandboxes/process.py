@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.base import SandboxError, SandboxUnavailable
+from sandboxes.exec_helper import SANDBOX_PATH as EXEC_HELPER_PATH
+from sandboxes.exec_helper import helper_path
 from sandboxes.warm import STDERR_LINE_BYTES, WarmWorker, WarmWorkerBackend, WorkerTimings
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,9 @@ def _system_binds() -> list[str]:
         args += _ro_bind(sys.prefix, VENV_MOUNT, made)
     for package in SANDBOX_PACKAGES:
         args += _ro_bind(str(PROJECT_ROOT / package), f"{MOUNT_ROOT}/{package}", made)
+    helper = helper_path()
+    if helper is not None:  # sandboxes/exec_helper.py: how a job starts a program under limits
+        args += _ro_bind(helper, EXEC_HELPER_PATH, made)
     return args
 
 

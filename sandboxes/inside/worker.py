@@ -156,17 +156,18 @@ def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") ->
     )
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
 def _drop_capabilities(keep: int = 0) -> None:
     """Effective and permitted capabilities down to the mask `keep` (none by default)."""
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    header = Header(0x20080522, 0)
-    data = (Data * 2)()
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
     data[0].effective = data[0].permitted = keep
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 

@@ -42,12 +42,12 @@ from typing import Any
 from verifiers.code.inside.native import (
     LIBC,
     POLL_S,
-    PRLIMIT,
     REAP_GRACE_S,
     Rlimits,
     become_subreaper,
     child_limits,
     describe_exit,
+    limits_by_exec,
     program_descriptor,
     reap_children,
     spawn,
@@ -65,6 +65,8 @@ ISOLATED_WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
 IPC_RMID = 0
 SYSV = (("shmctl", 14, 13), ("semctl", 19, 18), ("msgctl", 12, 11))
 IPC_BUFFER = 1024
+# The cases' outputs held back before they are written out (_Outputs).
+HELD_OUTPUT_BYTES = 1 << 20
 _IPC_BUFFER = ctypes.create_string_buffer(IPC_BUFFER)
 
 
@@ -79,10 +81,31 @@ class Scope:
     - unsafe (no isolation, the operator's explicit choice), or anywhere that is not one
       of those two: only the program's process group, and only the case's own directory;
       nothing else there is the job's alone.
-    Both isolated modes run the job in the worker's scratch directory, JOB_SCRATCH."""
+    Both isolated modes run the job in the worker's scratch directory, JOB_SCRATCH.
+
+    In every mode a program may take the permissions away from the directories its uid owns
+    on the way to the scratch directory, or move that directory away and leave a link or a
+    file in its place: `restore` undoes that before the runner goes on."""
 
     def __init__(self) -> None:
-        self.isolated = os.getcwd() == JOB_SCRATCH and (os.getpid() == 1 or _parent_is_root_and_we_are_not())
+        self.scratch = os.getcwd()
+        self.isolated = self.scratch == JOB_SCRATCH and (os.getpid() == 1 or _parent_is_root_and_we_are_not())
+        self.modes = _owned_modes(self.scratch)
+
+    def restore(self) -> None:
+        """The scratch directory and those above it as they were when the job began: their
+        permissions (from the top down), and the scratch directory itself, a directory again
+        (emptied by `wipe`; whatever was moved away is removed there too)."""
+        for path, mode in self.modes:
+            with contextlib.suppress(OSError):
+                os.chmod(path, mode)
+        try:
+            if stat.S_ISDIR(os.lstat(self.scratch).st_mode):
+                return
+        except FileNotFoundError:
+            pass
+        remove_path(self.scratch)
+        os.mkdir(self.scratch, self.modes[-1][1] if self.modes and self.modes[-1][0] == self.scratch else 0o700)
 
     def end_all(self, group: int) -> None:
         with contextlib.suppress(OSError):
@@ -99,6 +122,21 @@ class Scope:
                     if entry.path != JOB_SCRATCH:
                         remove_path(entry.path)
         _remove_sysv_ipc()
+
+
+def _owned_modes(path: str) -> list[tuple[str, int]]:
+    """(directory, permission bits) of `path` and the directories above it that this uid
+    owns (which a program of the job could change), from the top down."""
+    found: list[tuple[str, int]] = []
+    while True:
+        with contextlib.suppress(OSError):
+            info = os.stat(path)
+            if info.st_uid == os.getuid():
+                found.insert(0, (path, stat.S_IMODE(info.st_mode)))
+        parent = os.path.dirname(path)
+        if parent == path:
+            return found
+        path = parent
 
 
 def _parent_is_root_and_we_are_not() -> bool:
@@ -265,8 +303,8 @@ def _job_limits(limits: dict[str, Any]) -> dict[str, Any] | None:
 
 def _exec_allowed(scratch: str) -> bool:
     """Whether a program can be started by path from `scratch` (not mounted noexec), with
-    prlimit there to set its limits."""
-    return os.access(PRLIMIT, os.X_OK) and not os.statvfs(scratch).f_flag & os.ST_NOEXEC
+    the exec helper or prlimit there to set its limits."""
+    return limits_by_exec() and not os.statvfs(scratch).f_flag & os.ST_NOEXEC
 
 
 def _has_children() -> bool:
@@ -277,10 +315,26 @@ def _has_children() -> bool:
     return True
 
 
-def _write_out(data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(1, view):]
+class _Outputs:
+    """The cases' outputs on the job's stdout, in order, written in few large writes: each
+    write wakes the sandbox's supervisor (CPU, on a loaded machine). Held back up to
+    HELD_OUTPUT_BYTES (the host reads them only with the runner's report, at the end)."""
+
+    def __init__(self) -> None:
+        self.held: list[bytes] = []
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self.held.append(data)
+        self.size += len(data)
+        if self.size > HELD_OUTPUT_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        view = memoryview(b"".join(self.held))
+        self.held, self.size = [], 0
+        while view:
+            view = view[os.write(1, view):]
 
 
 def run_cases(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
@@ -320,6 +374,7 @@ def run_all(files: dict[str, bytes], payload: dict[str, Any], scope: Scope, scra
                            _job_limits(limits))
     reports: list[dict[str, Any]] = []
     unclean = False
+    outputs = _Outputs()
     for stdin in payload.get("cases") or []:
         case_dir = tempfile.mkdtemp(prefix="case-", dir=scratch)
         os.chdir(case_dir)
@@ -327,12 +382,13 @@ def run_all(files: dict[str, bytes], payload: dict[str, Any], scope: Scope, scra
         for name in executables:
             os.chmod(name, 0o755)
         report, out, err = _run_one(argv, env, str(stdin).encode(), program_fd, limits, rlimits, scope)
+        scope.restore()
         os.chdir(scratch)
         remove_path(case_dir)
         scope.wipe()
         report["stdout_bytes"], report["stderr_bytes"] = len(out), len(err)
-        _write_out(out)
-        _write_out(err)
+        outputs.add(out)
+        outputs.add(err)
         reports.append(report)
         if _has_children():
             unclean = True
@@ -340,4 +396,5 @@ def run_all(files: dict[str, bytes], payload: dict[str, Any], scope: Scope, scra
         failed = report.get("killed_by") or report.get("exit_code") != 0
         if failed and payload.get("stop_on_failure"):
             break
+    outputs.flush()
     return {"cases": reports, "unclean": unclean}

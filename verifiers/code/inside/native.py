@@ -36,6 +36,9 @@ import time
 from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
+# close_range(2) (Linux 5.11+; the same number on x86-64 and arm64) with CLOSE_RANGE_CLOEXEC.
+SYS_CLOSE_RANGE = 436
+CLOSE_RANGE_CLOEXEC = 1 << 2
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
@@ -61,6 +64,11 @@ PRLIMIT_OPTIONS = {resource.RLIMIT_AS: "as", resource.RLIMIT_CPU: "cpu", resourc
                    resource.RLIMIT_MSGQUEUE: "msgqueue"}
 
 
+# The process backend's exec helper (sandboxes/exec_helper.py: `HELPER RESOURCE SOFT HARD ...
+# -- PATH ARGV...`), bound read-only into its sandboxes where the host could build it.
+EXEC_HELPER = "/opt/assay/libexec/assay-exec"
+# Looked up once, in the warm worker (its mounts are the jobs'): no job can add it later.
+HAS_EXEC_HELPER = os.access(EXEC_HELPER, os.X_OK)
 LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -180,10 +188,15 @@ def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_
 
     A program named by path (no `program_fd`, no `own_proc`) starts without a fork of this
     process: posix_spawn (vfork: no copy of this Python's page tables, which in a virtual
-    machine costs a fork and its child 2-3 ms of CPU) of util-linux's prlimit, which sets
-    the limits on itself and execs the program. Otherwise, and where prlimit is missing,
-    a fork of this process sets them and execs."""
+    machine costs a fork and its child 2-3 ms of CPU) of the process backend's exec helper
+    (for a program named by a path with a slash; sandboxes/exec_helper.py) or else of
+    util-linux's prlimit, either of which sets the limits on itself and execs the program.
+    Otherwise, and where neither is there, a fork of this process sets them and execs."""
     full_env = {**os.environ, **env}
+    if program_fd is None and own_proc is None and "/" in argv[0] and HAS_EXEC_HELPER:
+        options = [str(word) for which, (soft, hard) in rlimits for word in (which, soft % 2**64, hard % 2**64)]
+        return _posix_spawn(EXEC_HELPER, [EXEC_HELPER, *options, "--", argv[0], *argv], full_env, stdin_fd, out_fd,
+                            err_fd)
     if program_fd is None and own_proc is None and os.access(PRLIMIT, os.X_OK):
         return _spawn_limited(argv, full_env, stdin_fd, out_fd, err_fd, rlimits)
     target = argv[0] if program_fd is None else program_fd
@@ -211,15 +224,26 @@ def spawn(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_
     return pid
 
 
+def limits_by_exec() -> bool:
+    """Whether a program named by path can start under its limits without a fork of this
+    process (`spawn`)."""
+    return HAS_EXEC_HELPER or os.access(PRLIMIT, os.X_OK)
+
+
 def _spawn_limited(argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int,
                    rlimits: Rlimits) -> int:
-    """posix_spawn of `prlimit --LIMIT=soft:hard ... -- argv`: fds 0-2 from the given ones,
-    no other descriptor of this process (`_no_descriptor_passed_on`), SIGPIPE and SIGXFSZ
-    at their defaults."""
-    _no_descriptor_passed_on()
+    """posix_spawn of `prlimit --LIMIT=soft:hard ... -- argv`."""
     options = [f"--{PRLIMIT_OPTIONS[which]}={_limit_text(soft)}:{_limit_text(hard)}" for which, (soft, hard) in rlimits]
+    return _posix_spawn(PRLIMIT, [PRLIMIT, *options, "--", *argv], env, stdin_fd, out_fd, err_fd)
+
+
+def _posix_spawn(path: str, argv: list[str], env: dict[str, str], stdin_fd: int, out_fd: int, err_fd: int) -> int:
+    """fds 0-2 from the given ones, no other descriptor of this process
+    (`_no_descriptor_passed_on`), a process group of its own, SIGPIPE and SIGXFSZ at their
+    defaults."""
+    _no_descriptor_passed_on()
     actions = [(os.POSIX_SPAWN_DUP2, stdin_fd, 0), (os.POSIX_SPAWN_DUP2, out_fd, 1), (os.POSIX_SPAWN_DUP2, err_fd, 2)]
-    return os.posix_spawn(PRLIMIT, [PRLIMIT, *options, "--", *argv], env, file_actions=actions, setpgroup=0,
+    return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0,
                           setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
 
 
@@ -237,6 +261,9 @@ def _no_descriptor_passed_on() -> None:
     costs more than a small program's run): nothing here makes one inheritable again."""
     global _cloexec_done_in
     if _cloexec_done_in == os.getpid():
+        return
+    if LIBC.syscall(SYS_CLOSE_RANGE, 3, 0xFFFFFFFF, CLOSE_RANGE_CLOEXEC) == 0:  # one call, where the kernel has it
+        _cloexec_done_in = os.getpid()
         return
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     for fd in range(3, 1024 if soft == resource.RLIM_INFINITY else min(soft, 1024)):
