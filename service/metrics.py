@@ -111,6 +111,7 @@ class Metrics:
         }
         self._lock = threading.Lock()
         self._flag_labels: dict[str, set[str]] = {}
+        self._children: dict[tuple[Any, ...], MetricWrapperBase] = {}
 
     def _flag_label(self, verifier: str, flag: str) -> str:
         """The label a flag is counted under: never more than a bounded set per verifier."""
@@ -143,6 +144,13 @@ class Metrics:
     # ---------------------------------------------------------- by metric name
 
     def _metric(self, name: str, kind: type[MetricWrapperBase], labels: dict[str, str]) -> MetricWrapperBase:
+        key = (name, *labels.items())
+        child = self._children.get(key)  # a per-request counter: no lock, no label validation once seen
+        if child is None:
+            child = self._children[key] = self._labelled(name, kind, labels)
+        return child
+
+    def _labelled(self, name: str, kind: type[MetricWrapperBase], labels: dict[str, str]) -> MetricWrapperBase:
         with self._lock:
             metric = self._by_name.get(name)
             if metric is None:
