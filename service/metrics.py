@@ -134,10 +134,17 @@ class Metrics:
 
     def verification(self, verifier: str, verdict: str, seconds: float, flags: Iterable[str],
                      evidence: dict[str, Any] | None) -> None:
-        self.verifications.labels(verifier, verdict).inc()
-        self.latency.labels(verifier).observe(seconds)
+        counted = self._children.get(("verification", verifier, verdict))  # bounded: verifiers x verdicts
+        if counted is None:
+            counted = (self.verifications.labels(verifier, verdict), self.latency.labels(verifier))
+            self._children[("verification", verifier, verdict)] = counted  # type: ignore[assignment]
+        counted[0].inc()  # type: ignore[index]
+        counted[1].observe(seconds)  # type: ignore[index]
         for label in {self._flag_label(verifier, flag) for flag in flags}:
-            self.flags.labels(verifier, label).inc()
+            flagged = self._children.get(("flag", verifier, label))  # bounded: a flag label set per verifier
+            if flagged is None:
+                flagged = self._children[("flag", verifier, label)] = self.flags.labels(verifier, label)
+            flagged.inc()  # type: ignore[attr-defined]
         if verdict == "error":
             self.errors.labels(verifier, error_cause(evidence, "error"), error_cause(evidence)).inc()
 
