@@ -26,6 +26,7 @@ from service.metrics import Metrics, serve_metrics_port
 from service.openapi import add_links
 from service.pipeline import Pipeline
 from service.pipeline.resolve import register_task
+from service.reward_lane import RewardLane
 from service.routes import include_routers
 from service.schemas import TaskRegistration
 from service.signing import Signer, key_path
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         request.app.state.metrics.unavailable.labels(reason).inc()
 
     install_error_handlers(app, settings.retry_after_s, _unavailable)
+    app.add_middleware(RewardLane)  # the reward routes' own lane, behind the guard (service/reward_lane.py)
     app.add_middleware(EdgeGuard, limits=edge_limits(settings))  # key, size and depth before any body is parsed
     app.add_middleware(RequestLog, on_response=_count_request)  # outermost: logs 401s and 413s too
     return app

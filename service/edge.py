@@ -104,7 +104,7 @@ class EdgeGuard:
         except _Refused as refused:
             await _answer(send, refused.status, refused.detail, refused.headers)
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay_body(body, receive), send)
 
     async def _caller(self, scope: Scope) -> Caller:
         token = _bearer(scope) or _query_key(scope)
@@ -148,7 +148,8 @@ class EdgeGuard:
                                 "arrays and objects)")
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """`receive` that hands out `body` (already read) first, then what the client sends next."""
     sent = False
 
     async def replayed() -> Message:

@@ -92,6 +92,8 @@ def configure_logging(level: str = "info") -> dict[str, Any]:
 
 def log_verification(row: Any) -> None:
     """One line per verification: ids, verifier, verdict, reward, duration (never the response)."""
+    if not verification.isEnabledFor(logging.INFO):  # its fields are not gathered for nothing
+        return
     verification.info("verification", extra={
         "key_id": row.caller_key_id, "record_id": row.id, "verifier": row.verifier, "verdict": row.verdict,
         "reward": row.reward, "duration_ms": row.duration_ms, "group_id": row.group_id,
@@ -131,11 +133,12 @@ class RequestLog:
             await self.app(scope, receive, send_with_id)
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
-            access.info("request", extra={
-                "method": scope.get("method"), "path": scope.get("path"), "route": route, "status": status,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 3), "key_id": state.get("key_id"),
-                "client": (scope.get("client") or ("", 0))[0],
-            })
+            if access.isEnabledFor(logging.INFO):
+                access.info("request", extra={
+                    "method": scope.get("method"), "path": scope.get("path"), "route": route, "status": status,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3), "key_id": state.get("key_id"),
+                    "client": (scope.get("client") or ("", 0))[0],
+                })
             if self.on_response is not None:
                 self.on_response(scope, route, status)
             request_id_var.reset(token)

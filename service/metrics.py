@@ -111,6 +111,7 @@ class Metrics:
         }
         self._lock = threading.Lock()
         self._flag_labels: dict[str, set[str]] = {}
+        self._children: dict[tuple[Any, ...], MetricWrapperBase] = {}
 
     def _flag_label(self, verifier: str, flag: str) -> str:
         """The label a flag is counted under: never more than a bounded set per verifier."""
@@ -133,16 +134,30 @@ class Metrics:
 
     def verification(self, verifier: str, verdict: str, seconds: float, flags: Iterable[str],
                      evidence: dict[str, Any] | None) -> None:
-        self.verifications.labels(verifier, verdict).inc()
-        self.latency.labels(verifier).observe(seconds)
+        counted = self._children.get(("verification", verifier, verdict))  # bounded: verifiers x verdicts
+        if counted is None:
+            counted = (self.verifications.labels(verifier, verdict), self.latency.labels(verifier))
+            self._children[("verification", verifier, verdict)] = counted  # type: ignore[assignment]
+        counted[0].inc()  # type: ignore[index]
+        counted[1].observe(seconds)  # type: ignore[index]
         for label in {self._flag_label(verifier, flag) for flag in flags}:
-            self.flags.labels(verifier, label).inc()
+            flagged = self._children.get(("flag", verifier, label))  # bounded: a flag label set per verifier
+            if flagged is None:
+                flagged = self._children[("flag", verifier, label)] = self.flags.labels(verifier, label)
+            flagged.inc()  # type: ignore[attr-defined]
         if verdict == "error":
             self.errors.labels(verifier, error_cause(evidence, "error"), error_cause(evidence)).inc()
 
     # ---------------------------------------------------------- by metric name
 
     def _metric(self, name: str, kind: type[MetricWrapperBase], labels: dict[str, str]) -> MetricWrapperBase:
+        key = (name, *labels.items())
+        child = self._children.get(key)  # a per-request counter: no lock, no label validation once seen
+        if child is None:
+            child = self._children[key] = self._labelled(name, kind, labels)
+        return child
+
+    def _labelled(self, name: str, kind: type[MetricWrapperBase], labels: dict[str, str]) -> MetricWrapperBase:
         with self._lock:
             metric = self._by_name.get(name)
             if metric is None:

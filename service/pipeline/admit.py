@@ -95,6 +95,8 @@ async def admit(p: Pipeline, work: Work, groups: list[ResolvedGroup]) -> Admitte
             if row is not None:
                 return Admitted(answer=logged_single(p, row, groups[0]))
         return Admitted()
+    if work.idempotency_key is None:  # nothing to repeat: no body hash, no store read, no thread hop
+        return Admitted()
     return await anyio.to_thread.run_sync(_idempotent, p, work)
 
 
