@@ -67,6 +67,7 @@ RewardCaller = Annotated[Caller, Depends(require_scope("reward"))]
 AuditCaller = Annotated[Caller, Depends(require_scope("audit"))]
 AdminCaller = Annotated[Caller, Depends(require_scope("admin"))]
 
+IDEMPOTENCY_KEY_MAX = 200
 IdempotencyKey = Annotated[str | None, Header(
-    alias="Idempotency-Key", max_length=200,
+    alias="Idempotency-Key", max_length=IDEMPOTENCY_KEY_MAX,
     description="Repeat a request safely: same key, same answer, no new records.")]

@@ -30,12 +30,12 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.auth import CALLER_SCOPE_KEY, require_scope
+from service.deps import IDEMPOTENCY_KEY_MAX
 from service.edge import replay_body
 from service.routes import verify as reward_routes
 from service.schemas import GroupsRequest, VerifyRequest
 
 _reward_scope = require_scope("reward").check  # type: ignore[attr-defined]
-_IDEMPOTENCY_MAX = 200  # the route's `IdempotencyKey` header (service/deps.py): longer is FastAPI's 422
 _Call = Callable[[Request, Any, Any], Awaitable[Any]]
 
 
@@ -69,7 +69,7 @@ def _is_json(scope: Scope) -> bool:
 def _idempotency_ok(scope: Scope) -> bool:
     for name, value in scope.get("headers") or []:
         if name == b"idempotency-key":
-            return 0 < len(value) <= _IDEMPOTENCY_MAX
+            return 0 < len(value) <= IDEMPOTENCY_KEY_MAX  # longer is FastAPI's 422
     return True
 
 
