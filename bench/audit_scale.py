@@ -22,6 +22,9 @@ records; `--through-trigger` sends every batch through the insert trigger instea
 fields are left empty (the bench does not sign); the fill time is printed. `--reuse DB` times
 an existing database without filling it (upgrading its schema first if it is behind).
 
+A run's page read first in a freshly started server is timed apart: the server is restarted and
+every run's page read once (UI, then API after another restart).
+
 Then each case is fetched `repeat` times over HTTP by a signed-in auditor (pages) or an
 audit+review key (API); the median and the worst are printed beside the issue's target.
 Baseline in the same run: the pre-0012 way of computing the overview, review queue and task
@@ -501,6 +504,30 @@ def viewer_filter_pairs(timer: Timer, sample: dict, since: str) -> None:
         print(f"{'':12}   slowest: {label:60} {ms:8.1f} ms")
 
 
+def first_reads(server: LiveServer, timer: Timer, url: str) -> None:
+    """A run's page read first in a freshly started server (nothing of it cached in the process):
+    the server is restarted, then each run's `/ui/runs/{id}` is read once, then (restarted again)
+    each run's `/v1/runs/{id}`."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        runs = [r for (r,) in conn.execute(text("SELECT DISTINCT run_id FROM rollup_run_steps ORDER BY 1"))]
+    engine.dispose()
+    for kind, path, client in (("ui runs", "/ui/runs/", timer.client), ("api runs", "/v1/runs/", timer.api)):
+        server.restart()
+        times = []
+        for run in runs:
+            started = time.perf_counter()
+            reply = client.get(path + run)
+            times.append((time.perf_counter() - started) * 1000)
+            assert reply.status_code == 200, (run, reply.status_code, reply.text[:300])
+        median = statistics.median(times)
+        target = TARGETS["runs"]
+        timer.results.append((kind, f"first read, fresh server {path}{{id}}", median, max(times), target))
+        print(f"{kind:12} {'first read in a fresh server ' + path + '{id}, ' + str(len(runs)) + ' runs':58} "
+              f"{median:9.1f} {max(times):9.1f} {target:>7}{'  ok' if max(times) <= target else '  OVER'}",
+              flush=True)
+
+
 def export_rate(server: LiveServer, api: httpx.Client, params: dict) -> None:
     pid = server.proc.pid
     def rss() -> int:
@@ -679,7 +706,7 @@ def main() -> None:
                    target=TARGETS["review"])
         timer.time("ui evals", "/ui/evals", "/ui/evals", target=t)
         timer.time("ui runs", "/ui/runs", "/ui/runs", target=TARGETS["runs"])
-        # The first read of a run in a process computes all its steps (its worst); later ones the changed steps.
+        # The first read of a run in this process (its worst): stored step figures (revision 0018), else computed.
         timer.time("ui runs", "/ui/runs/{id}", f"/ui/runs/{run_row}", target=TARGETS["runs"])
         timer.time("ui verifiers", "/ui/verifiers", "/ui/verifiers")
         timer.time("api record", "/v1/records/{id}", f"/v1/records/{sample['id']}", api=True, target=t)
@@ -707,6 +734,7 @@ def main() -> None:
                    f"/v1/tasks/stats?since={since_1d}", api=True, target=t)
         timer.time("api runs", "/v1/runs", "/v1/runs", api=True, target=TARGETS["runs"])
         timer.time("api runs", "/v1/runs/{id}", f"/v1/runs/{run_row}", api=True, target=TARGETS["runs"])
+        first_reads(server, timer, url)
         export_rate(server, api, {"verifier": "proof"})
         export_rate(server, api, {"since": since_1d})
         baselines(url, args.baseline_timeout, total)

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import random
-from collections.abc import Callable, Sequence
+import sys
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 MAJ_EXACT_SUBSETS = 2000
@@ -75,18 +78,50 @@ def mean(values: Sequence[float]) -> float | None:
 
 def bootstrap_difference(a: Sequence[float], b: Sequence[float], paired: bool,
                          samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED) -> tuple[float, float] | None:
-    """95% percentile interval of mean(b) - mean(a), resampling tasks (pairs when paired)."""
+    """95% percentile interval of mean(b) - mean(a), resampling tasks (pairs when paired).
+
+    Exactly the per-draw loop — `rng.randrange(size)` for each index, each resample summed left
+    to right by `sum` (tests/test_bootstrap_exact.py keeps that loop as the reference) — with
+    the iteration in C: `_draws` yields randrange's draws from the same generator's words."""
     if not a or not b or (paired and len(a) != len(b)):
         return None
-    rng = random.Random(seed)
+    draw = _draws(random.Random(seed))
     diffs: list[float] = []
-    draw: Callable[[int], list[int]] = lambda size: [rng.randrange(size) for _ in range(size)]  # noqa: E731
-    for _ in range(samples):
-        if paired:
-            idx = draw(len(a))
-            diffs.append(sum(b[i] - a[i] for i in idx) / len(idx))
-        else:
+    if paired:
+        pair = [b[i] - a[i] for i in range(len(a))]
+        for _ in range(samples):
+            diffs.append(sum(map(pair.__getitem__, draw(len(a)))) / len(a))
+    else:
+        for _ in range(samples):
             ia, ib = draw(len(a)), draw(len(b))
-            diffs.append(sum(b[i] for i in ib) / len(ib) - sum(a[i] for i in ia) / len(ia))
+            diffs.append(sum(map(b.__getitem__, ib)) / len(ib) - sum(map(a.__getitem__, ia)) / len(ia))
     diffs.sort()
     return diffs[int(0.025 * (samples - 1))], diffs[int(math.ceil(0.975 * (samples - 1)))]
+
+
+WORDS_PER_CALL = 1 << 15
+
+
+def _draws(rng: random.Random) -> Callable[[int], list[int]]:
+    """`draw(size)`: `[rng.randrange(size) for _ in range(size)]`, the same values. CPython's
+    randrange(n) (n < 2**32) takes the top n.bit_length() bits of the generator's next 32-bit
+    word and draws again while the value is >= n; `getrandbits(32 * m)` yields the next m words
+    in order, least significant first. The words flow through one iterator that each draw
+    consumes exactly as far as randrange would have."""
+    if array("I").itemsize != 4:  # pragma: no cover - every platform Assay runs on
+        return lambda size: [rng.randrange(size) for _ in range(size)]
+
+    def chunks() -> Iterator[array]:
+        while True:
+            words = array("I", rng.getrandbits(32 * WORDS_PER_CALL).to_bytes(4 * WORDS_PER_CALL, "little"))
+            if sys.byteorder == "big":  # pragma: no cover
+                words.byteswap()
+            yield words
+
+    stream = itertools.chain.from_iterable(chunks())
+
+    def draw(size: int) -> list[int]:
+        shifted = map(operator.rshift, stream, itertools.repeat(32 - size.bit_length()))
+        return list(itertools.islice(filter(size.__gt__, shifted), size))
+
+    return draw

@@ -9,6 +9,7 @@ sums into means and per-task counts into pass@k / maj@k.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections import OrderedDict, defaultdict
@@ -16,19 +17,23 @@ from typing import Any
 
 from sqlalchemy import String, and_, case, cast, distinct, func, literal, select, true
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import SQLAlchemyError
 
 from service.eval_metrics import Vote, maj_at_k, pass_at_k
 from service.run_schemas import HeldOut, LengthBucket, RunStep, RunSummary
 from service.store import AuditStore
-from service.tables import EvalRow, RecordRow, RollupRunStepRow, RunAlarmRow
+from service.tables import EvalRow, RecordRow, RollupRunStepRow, RunAlarmRow, RunStepFiguresRow
 
+LOG = logging.getLogger(__name__)
 NO_ANSWER = "(no answer)"
 QUARTERS = 4
 KS = (1, 2, 4, 8, 16, 32, 64)
 
 
-def _flag_elements(store: AuditStore) -> Any:
-    if store.engine.dialect.name == "postgresql":
+def _flag_elements(dialect: str) -> Any:
+    if dialect == "postgresql":
         return func.jsonb_array_elements_text(cast(RecordRow.flags, JSONB)).table_valued("value").lateral()
     return func.json_each(RecordRow.flags).table_valued("value")
 
@@ -83,17 +88,21 @@ def list_runs(store: AuditStore, limit: int = 200) -> list[RunSummary]:
             for run, n, lo, hi in rows]
 
 
-def step_marks(store: AuditStore, run_id: str) -> dict[int, tuple[int, int]]:
-    """Per step of the run: (its records, held-out ones included; the highest seq written there).
-    Records are append-only, so a changed mark means records were added (or archived)."""
-    if _rolled_up(store):
+def _marks(s: Any, dialect: str, run_id: str) -> dict[int, tuple[int, int]]:
+    if dialect == "postgresql":
         r = RollupRunStepRow
         stmt = select(r.step, r.records, r.last_seq).where(r.run_id == run_id, r.records > 0)
     else:
         stmt = (select(RecordRow.run_step, func.count(), func.max(RecordRow.seq))
                 .where(RecordRow.run_id == run_id, RecordRow.run_step.is_not(None)).group_by(RecordRow.run_step))
+    return {st: (int(n), int(last)) for st, n, last in s.execute(stmt).all()}
+
+
+def step_marks(store: AuditStore, run_id: str) -> dict[int, tuple[int, int]]:
+    """Per step of the run: (its records, held-out ones included; the highest seq written there).
+    Records are append-only, so a changed mark means records were added (or archived)."""
     with store.db() as s:
-        return {st: (int(n), int(last)) for st, n, last in s.execute(stmt).all()}
+        return _marks(s, store.engine.dialect.name, run_id)
 
 
 def run_records(store: AuditStore, run_id: str,
@@ -131,62 +140,127 @@ class StepCache:
 CACHE = StepCache()
 # Past this many changed steps, one query over the whole run is cheaper than an IN list.
 MAX_STALE_LISTED = 200
+# The version of what compute_steps computes: raise it when a figure's definition changes, so
+# that figures stored in run_step_figures by an older version are computed again.
+FIGURES_VERSION = 1
+
+Entry = tuple[tuple[int, int], RunStep | None]
 
 
 def steps(store: AuditStore, run_id: str, cache: StepCache | None = CACHE,
           marks: dict[int, tuple[int, int]] | None = None) -> list[RunStep]:
-    """The run's training series, one entry per step (steps unchanged since the last read come
-    from the cache; `marks`: `step_marks` of the run, when already read)."""
+    """The run's training series, one entry per step. A step's figures are computed from its
+    records once per change of its mark: steps unchanged since this process read them come
+    from the per-process cache, else from `run_step_figures` (stored by whichever process
+    computed them, revision 0018); the rest are computed and stored (`marks`: `step_marks` of
+    the run, when already read). A step with held-out records only has no entry."""
     if cache is None:
         return compute_steps(store, run_id)
     marks = step_marks(store, run_id) if marks is None else marks
     key = (str(store.engine.url), run_id)
-    known = {st: entry for st, entry in cache.get(key).items() if st in marks}
+    known: dict[int, Entry] = {st: entry for st, entry in cache.get(key).items() if st in marks}
     stale = sorted(st for st, mark in marks.items() if st not in known or known[st][0] != mark)
     if stale:
-        fresh = compute_steps(store, run_id, stale if len(stale) <= MAX_STALE_LISTED else None)
-        by_step = {x.step: x for x in fresh}
-        for st in stale:
-            if st in by_step:
-                known[st] = (marks[st], by_step[st])
-            else:  # only held-out records at this step: nothing to show in the training series
-                known.pop(st, None)
-        cache.put(key, known)
-    return [known[st][1] for st in sorted(known)]
+        listed = stale if len(stale) <= MAX_STALE_LISTED else None
+        with store.db() as s:
+            saved = stored_figures(s, run_id, listed)
+        known.update({st: saved[st] for st in stale if st in saved and saved[st][0] == marks[st]})
+        stale = [st for st in stale if st not in known or known[st][0] != marks[st]]
+    if stale:
+        fresh = {x.step: x for x in compute_steps(store, run_id, stale if len(stale) <= MAX_STALE_LISTED else None)}
+        computed = {st: (marks[st], fresh.get(st)) for st in stale}
+        known.update(computed)
+        store_figures(store, run_id, computed)
+    cache.put(key, known)
+    return [entry for _, (_, entry) in sorted(known.items()) if entry is not None]
+
+
+def stored_figures(s: Any, run_id: str, only: list[int] | None = None) -> dict[int, Entry]:
+    """The run's steps stored in run_step_figures by this version (of the steps in `only`)."""
+    f = RunStepFiguresRow
+    stmt = select(f.step, f.records, f.last_seq, f.figures).where(f.run_id == run_id, f.version == FIGURES_VERSION)
+    if only is not None:
+        stmt = stmt.where(f.step.in_(only))
+    return {st: ((int(n), int(last)), None if figures is None else RunStep.model_validate_json(figures))
+            for st, n, last, figures in s.execute(stmt).all()}
+
+
+def _figures_upsert(dialect: str, run_id: str, entries: dict[int, Entry]) -> Any:
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    stmt = insert(RunStepFiguresRow).values([
+        {"run_id": run_id, "step": st, "records": mark[0], "last_seq": mark[1], "version": FIGURES_VERSION,
+         "figures": None if figures is None else figures.model_dump_json()}
+        for st, (mark, figures) in sorted(entries.items())])  # in key order: no deadlock between two writers
+    return stmt.on_conflict_do_update(index_elements=["run_id", "step"], set_={
+        name: stmt.excluded[name] for name in ("records", "last_seq", "version", "figures")})
+
+
+def store_figures(store: AuditStore, run_id: str, entries: dict[int, Entry]) -> None:
+    """Keep computed steps for every process. A failure to store them (the database busy or read
+    only) costs only their computation next time: it is logged, the read answers."""
+    if not entries:
+        return
+    try:
+        with store.db() as s:
+            s.execute(_figures_upsert(store.engine.dialect.name, run_id, entries))
+            s.commit()
+    except SQLAlchemyError as exc:
+        LOG.warning("run %s: computed step figures not stored: %s", run_id, exc)
+
+
+def fill_figures(conn: Any) -> int:
+    """Compute and store every run's step figures (revision 0018's back-fill, one run at a
+    time, on the migration's connection). Returns the steps stored."""
+    dialect = conn.dialect.name
+    runs = [r for (r,) in conn.execute(select(RecordRow.run_id).where(RecordRow.run_id.is_not(None)).distinct())] \
+        if dialect != "postgresql" else [r for (r,) in conn.execute(select(RollupRunStepRow.run_id).distinct())]
+    stored = 0
+    for run_id in runs:
+        marks = _marks(conn, dialect, run_id)
+        if not marks:
+            continue
+        fresh = {x.step: x for x in _compute_steps(conn, dialect, run_id, None)}
+        conn.execute(_figures_upsert(dialect, run_id, {st: (mark, fresh.get(st)) for st, mark in marks.items()}))
+        stored += len(marks)
+    return stored
 
 
 def compute_steps(store: AuditStore, run_id: str, only: list[int] | None = None) -> list[RunStep]:
     """The training series of the run (of the steps in `only`, when given), from the database."""
+    with store.db() as s:
+        return _compute_steps(s, store.engine.dialect.name, run_id, only)
+
+
+def _compute_steps(s: Any, dialect: str, run_id: str, only: list[int] | None) -> list[RunStep]:
     cond = _training(run_id)
     if only is not None:
         cond = and_(cond, RecordRow.run_step.in_(only))
     judged = and_(RecordRow.verdict != "error", RecordRow.masked.is_(False))
     judged_reward = case((judged, RecordRow.reward))
     step = RecordRow.run_step
-    with store.db() as s:
-        base = s.execute(select(
-            step, func.count(), func.count(judged_reward), func.sum(judged_reward),
-            func.sum(judged_reward * judged_reward),
-            _count_if(RecordRow.verdict == "correct"), _count_if(RecordRow.verdict == "error"),
-            _count_if(RecordRow.verdict == "timeout"), _count_if(RecordRow.finish_reason == "length"),
-            func.count(RecordRow.tokens), func.sum(RecordRow.tokens), func.avg(func.length(RecordRow.response)),
-        ).where(cond).group_by(step)).all()
-        # Per group: zero variance, distinct answers (`error` left out); then per step.
-        per_group = (select(step.label("step"),
-                            func.count(distinct(case((RecordRow.verdict != "error", answer_key())))).label("answers"),
-                            func.max(case((RecordRow.group_zero_variance.is_(True), 1), else_=0)).label("zero"))
-                     .where(cond, RecordRow.group_id.is_not(None))
-                     .group_by(step, RecordRow.group_id).subquery())
-        groups = {st: (n, zero, answers) for st, n, zero, answers in s.execute(
-            select(per_group.c.step, func.count(), func.sum(per_group.c.zero),
-                   func.avg(case((per_group.c.answers > 0, per_group.c.answers))))
-            .group_by(per_group.c.step)).all()}
-        flag = _flag_elements(store)
-        # Most records carry no flag: skip them before their JSON is expanded.
-        flagged = cast(RecordRow.flags, String) != "[]"
-        flags = s.execute(select(step, flag.c.value, func.count()).select_from(RecordRow).join(flag, true())
-                          .where(cond, flagged).group_by(step, flag.c.value)).all()
-        by_length = _length_quarters(s, cond)
+    base = s.execute(select(
+        step, func.count(), func.count(judged_reward), func.sum(judged_reward),
+        func.sum(judged_reward * judged_reward),
+        _count_if(RecordRow.verdict == "correct"), _count_if(RecordRow.verdict == "error"),
+        _count_if(RecordRow.verdict == "timeout"), _count_if(RecordRow.finish_reason == "length"),
+        func.count(RecordRow.tokens), func.sum(RecordRow.tokens), func.avg(func.length(RecordRow.response)),
+    ).where(cond).group_by(step)).all()
+    # Per group: zero variance, distinct answers (`error` left out); then per step.
+    per_group = (select(step.label("step"),
+                        func.count(distinct(case((RecordRow.verdict != "error", answer_key())))).label("answers"),
+                        func.max(case((RecordRow.group_zero_variance.is_(True), 1), else_=0)).label("zero"))
+                 .where(cond, RecordRow.group_id.is_not(None))
+                 .group_by(step, RecordRow.group_id).subquery())
+    groups = {st: (n, zero, answers) for st, n, zero, answers in s.execute(
+        select(per_group.c.step, func.count(), func.sum(per_group.c.zero),
+               func.avg(case((per_group.c.answers > 0, per_group.c.answers))))
+        .group_by(per_group.c.step)).all()}
+    flag = _flag_elements(dialect)
+    # Most records carry no flag: skip them before their JSON is expanded.
+    flagged = cast(RecordRow.flags, String) != "[]"
+    flags = s.execute(select(step, flag.c.value, func.count()).select_from(RecordRow).join(flag, true())
+                      .where(cond, flagged).group_by(step, flag.c.value)).all()
+    by_length = _length_quarters(s, cond)
     flag_counts: dict[int, dict[str, int]] = defaultdict(dict)
     for st, name, count in flags:
         flag_counts[st][str(name)] = count

@@ -370,6 +370,22 @@ class RollupRunStepRow(Base):
     last_seq: Mapped[int] = mapped_column(BigInteger)
 
 
+class RunStepFiguresRow(Base):
+    """A training step's figures as the run page shows them (revision 0018): `RunStep` as JSON
+    (`figures`; null when the step holds held-out records only), stored by the read that computed
+    them with the step's change mark then — its stored records and highest seq
+    (`rollup_run_steps`, or the records' index on SQLite) — and the figures' `version`. Valid
+    only while the mark and version are unchanged: a write or an archive changes the mark."""
+
+    __tablename__ = "run_step_figures"
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    records: Mapped[int] = mapped_column(BigInteger)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(Integer)
+    figures: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
 class RollupTaskRow(Base):
     """Curriculum tallies per task (service/audit_rollups.py); written by a trigger on records."""
 
