@@ -208,23 +208,6 @@ def store_figures(store: AuditStore, run_id: str, entries: dict[int, Entry]) -> 
         LOG.warning("run %s: computed step figures not stored: %s", run_id, exc)
 
 
-def fill_figures(conn: Any) -> int:
-    """Compute and store every run's step figures (revision 0018's back-fill, one run at a
-    time, on the migration's connection). Returns the steps stored."""
-    dialect = conn.dialect.name
-    runs = [r for (r,) in conn.execute(select(RecordRow.run_id).where(RecordRow.run_id.is_not(None)).distinct())] \
-        if dialect != "postgresql" else [r for (r,) in conn.execute(select(RollupRunStepRow.run_id).distinct())]
-    stored = 0
-    for run_id in runs:
-        marks = _marks(conn, dialect, run_id)
-        if not marks:
-            continue
-        fresh = {x.step: x for x in _compute_steps(conn, dialect, run_id, None)}
-        conn.execute(_figures_upsert(dialect, run_id, {st: (mark, fresh.get(st)) for st, mark in marks.items()}))
-        stored += len(marks)
-    return stored
-
-
 def compute_steps(store: AuditStore, run_id: str, only: list[int] | None = None) -> list[RunStep]:
     """The training series of the run (of the steps in `only`, when given), from the database."""
     with store.db() as s:

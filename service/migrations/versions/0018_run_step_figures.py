@@ -10,7 +10,10 @@
   the length quarters and the distinct answers per group are not sums, so they are not
   maintained by the insert trigger; a step is computed again once its records change (a write,
   an archive).
-- The back-fill computes every run's steps, one run at a time, on both dialects.
+- No back-fill: the table starts empty and each step is computed by its first read after the
+  upgrade, as before this revision, then stored. Filling every run's steps inside the upgrade's
+  transaction took 27 minutes on the 10M database (docs/benchmarks.md), an upgrade an operator
+  would have to wait through for figures that the first read computes anyway.
 
 Revision ID: 0018
 Revises: 0017
@@ -29,8 +32,6 @@ depends_on = None
 
 
 def upgrade() -> None:
-    from service.runs import fill_figures
-
     op.create_table(
         "run_step_figures",
         sa.Column("run_id", sa.String(200), primary_key=True),
@@ -40,9 +41,6 @@ def upgrade() -> None:
         sa.Column("version", sa.Integer, nullable=False),
         sa.Column("figures", sa.Text, nullable=True),
     )
-    fill_figures(op.get_bind())
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute("ANALYZE run_step_figures")
 
 
 def downgrade() -> None:
