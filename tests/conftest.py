@@ -23,7 +23,7 @@ from service.store import AuditStore
 from service.testing.app import AppServer, app_settings
 from service.testing.live import REPO, LiveServer, free_port
 from verifiers import registry
-from verifiers.base import Verifier, VerifyContext
+from verifiers.base import Verdict, Verifier, VerifyContext
 
 BACKENDS = [b.strip() for b in os.environ.get("ASSAY_TEST_BACKENDS", "process").split(",") if b.strip()]
 
@@ -147,3 +147,12 @@ def verify_program(ctx: VerifyContext, task: dict, language: str, code: str):
     parsed = verifier.parse_task({**task, "language": language})
     outcome = verifier.verify(parsed, f"```{language}\n{code}\n```", ctx)
     return outcome, outcome.reward(parsed)
+
+
+def assert_correct_on_every_path(ctx: VerifyContext, task: dict, language: str, code: str) -> None:
+    """The program is judged correct three times: compiled, compiled again (its program kept),
+    then from the compile cache (a job that only runs the cases)."""
+    for cached in (False, False, True):
+        outcome, reward = verify_program(ctx, task, language, code)
+        assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence["tests"]
+        assert outcome.evidence["compile"]["compile_cached"] is cached

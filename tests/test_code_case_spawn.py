@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import verify_program
+from tests.conftest import assert_correct_on_every_path, verify_program
 from verifiers.base import Verdict
 
 pytestmark = [pytest.mark.slow,
@@ -63,13 +63,7 @@ def expected(n: int) -> str:
 def test_each_case_starts_under_every_limit_and_alone(ctx):
     cases = [{"stdin": f"{n}\n", "stdout": expected(n)} for n in (1, 2, 3)]
     task = {"io_cases": cases, "time_limit_s": 1.5, "memory_mb": 96}
-    outcome, reward = verify_program(ctx, task, "c", PROBE)
-    assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence["tests"]
-    # The same source again (compiled again, its program kept), then from the cache (a cases job).
-    for cached in (False, True):
-        again, reward = verify_program(ctx, task, "c", PROBE)
-        assert (again.verdict, reward) == (Verdict.correct, 1.0), again.evidence["tests"]
-        assert again.evidence["compile"]["compile_cached"] is cached
+    assert_correct_on_every_path(ctx, task, "c", PROBE)
     honest = '#include <stdio.h>\nint main(void){int n;scanf("%d",&n);printf("%d\\n",2*n);return 0;}\n'
     good, reward = verify_program(ctx, {"io_cases": [{"stdin": "4\n", "stdout": "8\n"}], "time_limit_s": 1.5,
                                         "memory_mb": 96}, "c", honest)

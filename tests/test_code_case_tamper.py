@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import verify_program
+from tests.conftest import assert_correct_on_every_path, verify_program
 from verifiers.base import Verdict
 
 pytestmark = [pytest.mark.slow,
@@ -105,13 +105,7 @@ def expected(n: int) -> str:
 def test_a_case_that_spoils_every_file_it_can_reach_leaves_the_next_case_intact(ctx):
     cases = [{"stdin": f"{n}\n", "stdout": expected(n)} for n in (1, 2, 3)]
     task = {"io_cases": cases, "time_limit_s": 1.5, "memory_mb": 96}
-    outcome, reward = verify_program(ctx, task, "c", SPOILER)
-    assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence["tests"]
-    # The same source again (compiled again, its program kept), then from the cache (a cases job).
-    for cached in (False, True):
-        again, reward = verify_program(ctx, task, "c", SPOILER)
-        assert (again.verdict, reward) == (Verdict.correct, 1.0), again.evidence["tests"]
-        assert again.evidence["compile"]["compile_cached"] is cached
+    assert_correct_on_every_path(ctx, task, "c", SPOILER)
     honest = '#include <stdio.h>\nint main(void){int n;scanf("%d",&n);printf("%d\\n",3*n);return 0;}\n'
     good, reward = verify_program(ctx, {"io_cases": [{"stdin": "4\n", "stdout": "12\n"}], "time_limit_s": 1.5,
                                         "memory_mb": 96}, "c", honest)
@@ -120,7 +114,4 @@ def test_a_case_that_spoils_every_file_it_can_reach_leaves_the_next_case_intact(
 
 def test_a_case_that_moves_the_scratch_directory_away_leaves_the_next_case_intact(ctx):
     task = {"io_cases": [{"stdin": f"{n}\n", "stdout": f"{5 * n}\n"} for n in (1, 2, 3, 4)], "time_limit_s": 1.5}
-    for cached in (False, False, True):
-        outcome, reward = verify_program(ctx, task, "c", MOVER)
-        assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence["tests"]
-        assert outcome.evidence["compile"]["compile_cached"] is cached
+    assert_correct_on_every_path(ctx, task, "c", MOVER)
