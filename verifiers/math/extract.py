@@ -236,11 +236,17 @@ def _phrase_answer(tail: str) -> list[str]:
     return maths
 
 
-def _last_phrase(text: str) -> int | None:
-    """Where the answer of the last answer phrase starts (each match is short: linear)."""
+def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last match of a pattern whose matches are short (linear in the text)."""
     last = None
-    for last in _ANSWER_START.finditer(text):  # noqa: B007 - the last match is the one wanted
+    for last in pattern.finditer(text):  # noqa: B007 - the last match is the one wanted
         pass
+    return last
+
+
+def _last_phrase(text: str) -> int | None:
+    """Where the answer of the last answer phrase starts."""
+    last = _last_match(_ANSWER_START, text)
     return None if last is None else last.start(1)
 
 
@@ -293,9 +299,7 @@ def _tagged(text: str) -> Extraction | None:
         return Extraction(boxed, "answer_tag")
     start = _last_phrase(content)
     if start is None:  # a sentence that states its value: "The number of ways is 7."
-        verb = None
-        for verb in _COPULA.finditer(content):  # noqa: B007 - the last one is wanted
-            pass
+        verb = _last_match(_COPULA, content)
         start = verb.end() if verb and re.search(r"[^\W\d_]", content[:verb.start()]) else None
     found = _phrase_answer(content[start:]) if start is not None else None
     if found:
