@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 # Where a process-backend sandbox finds it (verifiers/code/inside/native.py names the same path).
 SANDBOX_PATH = "/opt/assay/libexec/assay-exec"
 GCC = "/usr/bin/gcc"
+PREFIX = "assay-exec-"  # then the builder's pid: tempfile.gettempdir()/assay-exec-<pid>-<random>
 BUILD_TIMEOUT_S = 60
 CHECK_TIMEOUT_S = 10
 # No C library, no start files: a static executable with nothing to load or relocate.
@@ -122,7 +123,8 @@ def helper_path() -> str | None:
 def _build() -> str | None:
     if platform.machine().lower() not in ARCHITECTURES or not os.access(GCC, os.X_OK):
         return None
-    work = tempfile.mkdtemp(prefix="assay-exec-")
+    _remove_orphans()
+    work = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
     atexit.register(_remove, work, os.getpid())
     source, binary = os.path.join(work, "assay-exec.c"), os.path.join(work, "assay-exec")
     try:
@@ -142,6 +144,32 @@ def _build() -> str | None:
         log.warning("the sandbox exec helper failed its check; prlimit starts programs instead")
         return None
     return binary
+
+
+def _remove_orphans() -> None:
+    """Helpers left by processes that died without their exit handler (a SIGKILL): this user's
+    directories whose builder's pid no longer runs."""
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        pid = name.removeprefix(PREFIX).split("-", 1)[0]
+        if not name.startswith(PREFIX) or not pid.isdigit() or _running(int(pid)):
+            continue
+        path = os.path.join(tmp, name)
+        try:
+            if os.lstat(path).st_uid == os.getuid() and os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _remove(work: str, builder: int) -> None:
