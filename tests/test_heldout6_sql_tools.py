@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from tests.conftest import REPO
+
 T, F = True, False
 
 SCHEMA = """
@@ -228,32 +230,7 @@ def test_heldout_tool_state(client, response: str, rewarded: bool) -> None:
 
 
 # ---- proof (an inline database: the Metamath book's demo0) ----
-DEMO0 = """
-$c 0 + = -> ( ) term wff |- $.
-$v t r s P Q $.
-tt $f term t $.
-tr $f term r $.
-ts $f term s $.
-wp $f wff P $.
-wq $f wff Q $.
-tze $a term 0 $.
-tpl $a term ( t + r ) $.
-weq $a wff t = r $.
-wim $a wff ( P -> Q ) $.
-a1 $a |- ( t = r -> ( t = s -> r = s ) ) $.
-a2 $a |- ( t + 0 ) = t $.
-${
-  min $e |- P $.
-  maj $e |- ( P -> Q ) $.
-  mp $a |- Q $.
-$}
-th1 $p |- t = t $=
-  tt tze tpl tt weq tt tt weq tt a2 tt tze tpl
-  tt weq tt tze tpl tt weq tt tt weq wim tt a2
-  tt tze tpl tt tt a1 mp mp
-$.
-th2 $p |- t = t $= tt th1 $.
-"""
+DEMO0 = (REPO / "tests" / "data" / "demo0.mm").read_text() + "th2 $p |- t = t $= tt th1 $.\n"
 PROOF = ("tt tze tpl tt weq tt tt weq tt a2 tt tze tpl tt weq tt tze tpl tt weq tt tt weq wim tt a2 "
          "tt tze tpl tt tt a1 mp mp")
 PROOF_TASK = {"database": "demo0", "database_text": DEMO0, "theorem": "th1"}
