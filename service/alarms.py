@@ -348,7 +348,12 @@ def check_run(store: AuditStore, run_id: str, sink: AlarmSink | None = None) -> 
         try:
             with store.db() as s, s.begin():
                 s.add(row)
-        except IntegrityError:  # another replica (or check) raised it this instant
+        except IntegrityError:
+            # Another replica (or the monitor) raised it this instant: it announced it; show theirs.
+            with store.db() as s:
+                stored[(finding.rule, finding.subject)] = s.scalars(select(RunAlarmRow).where(
+                    RunAlarmRow.run_id == run_id, RunAlarmRow.rule == finding.rule,
+                    RunAlarmRow.subject == finding.subject)).one()
             continue
         stored[(finding.rule, finding.subject)] = row
         if sink is not None:

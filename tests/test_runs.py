@@ -381,3 +381,39 @@ def test_alarms_are_append_only_and_metric_labels_are_bounded(tmp_path: Path) ->
     sink = AlarmSink(Settings(alarm_metric_runs=2), None)
     assert [sink.run_label(r) for r in ("a", "b", "c", "a", "d" * 300)] == ["a", "b", OTHER_RUNS, "a", OTHER_RUNS]
     assert AlarmSink(Settings(), None).run_label("e" * 300) == "e" * 64
+
+
+def test_an_alarm_raised_by_another_replica_meanwhile_is_shown_once(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two checks of one run at once (the monitor and a page load, or two replicas): the one that
+    loses the insert shows the winner's alarm instead of leaving it out (CI saw a run page with
+    no alarm while the monitor raised them)."""
+    import service.alarms as alarms
+    from service.tables import RunAlarmRow
+
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    store = AuditStore(url)
+    rows = [_row("r", step, f"g{step}", i, "correct", 1.0, 10, str(i), ["answer_only"] if step >= 2 and i < 4 else [])
+            for step in range(4) for i in range(8)]
+    store.append(rows, [])
+    replica = AuditStore(url)
+    real = alarms.find_examples
+    other_checks: list[Any] = []
+
+    def meanwhile(store_: AuditStore, run_id: str, finding: Any) -> Any:
+        if not other_checks:  # the other replica checks the run between this check's read and insert
+            other_checks.append(None)
+            other_checks[0] = alarms.check_run(replica, run_id)
+        return real(store_, run_id, finding)
+
+    monkeypatch.setattr(alarms, "find_examples", meanwhile)
+    got = alarms.check_run(store, "r")
+    theirs = other_checks[0]
+    assert got is not None and theirs is not None
+    assert [(a.rule, a.subject, a.step) for a in got.alarms] == [("flag_rate", "answer_only", 2)]
+    assert [(a.rule, a.message, a.raised_at.replace(tzinfo=None)) for a in got.alarms] == [
+        (a.rule, a.message, a.raised_at.replace(tzinfo=None)) for a in theirs.alarms]
+    with store.db() as s:
+        assert s.query(RunAlarmRow).count() == 1
+    store.engine.dispose()
+    replica.engine.dispose()
