@@ -1,0 +1,42 @@
+"""Shared by tests/test_heldout7_*.py: judge held-out cases through the public HTTP API.
+
+Each case is (task, response, label): label True means a careful human grader gives the
+response full reward, False means no reward. Cases of one task go in one `/v1/groups`
+request, as a trainer would send them; a case is judged by its own result's verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def judge_groups(client: Any, verifier: str, groups: list[tuple[dict, list[Any]]]) -> list[list[dict]]:
+    """Results per group, in order; the request is one `/v1/groups` call."""
+    body = {"groups": [{"verifier": verifier, "task": task, "responses": responses} for task, responses in groups]}
+    reply = client.post("/v1/groups", json=body)
+    assert reply.status_code == 200, reply.text
+    out = []
+    for group in reply.json()["groups"]:
+        assert group.get("error") is None, group["error"]
+        out.append(group["results"])
+    return out
+
+
+def judge_one(client: Any, verifier: str, task: dict, response: Any) -> dict:
+    return judge_groups(client, verifier, [(task, [response])])[0][0]
+
+
+def check_label(result: dict, label: bool) -> None:
+    """Full reward exactly when the label says so; never an infrastructure error."""
+    assert result["verdict"] != "error", result
+    rewarded = result["verdict"] == "correct"
+    assert rewarded is label, (result["verdict"], result.get("evidence"))
+
+
+def case_params(count: int, disagree: dict[int, str]) -> list[Any]:
+    """One pytest param per case index; a case the verifier still disagrees with is a strict
+    xfail with its reason, so a fix that agrees shows up as XPASS (a failure)."""
+    import pytest
+
+    return [pytest.param(i, marks=[pytest.mark.xfail(strict=True, reason=disagree[i])] if i in disagree else [])
+            for i in range(count)]

@@ -1,0 +1,206 @@
+"""Held-out SQL and tool-state cases, round 7: written blind (from the public docs only,
+before the verifiers' code was read), labelled as a careful human grader would.
+
+SQL: semantically equal queries in other styles (CTEs, window functions, correlated and
+uncorrelated subqueries, other aliases, ORDER BY where order does not matter), and wrong
+ones that pass on small data (NULLs, ties, empty groups, integer division, NOT IN with a
+NULL, date bounds). Tool state (the `bank` pack): final states reached by different honest
+paths, and side effects that must fail.
+
+Through the public HTTP API (`/v1/groups`) on the in-process app and the process sandbox.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.heldout7_support import case_params, check_label, judge_one
+
+T, F = True, False
+
+SCHEMA = """
+CREATE TABLE dept(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE emp(id INTEGER PRIMARY KEY, name TEXT NOT NULL, dept_id INTEGER, salary INTEGER NOT NULL,
+                 manager_id INTEGER, bonus INTEGER, hired TEXT);
+"""
+# One instance with an empty department, a tie at the top, an employee without a
+# department, NULL bonuses; one small and plain; one where a department has no ties.
+BIG = """
+INSERT INTO dept VALUES (1,'eng'),(2,'ops'),(3,'legal');
+INSERT INTO emp VALUES (1,'Zoe',1,9000,NULL,500,'2019-03-01'),(2,'Adam',1,7000,1,NULL,'2020-01-01'),
+  (3,'Mia',1,9000,1,300,'2020-06-15'),(4,'Bob',2,4000,NULL,NULL,'2021-01-01'),
+  (5,'Cy',2,5000,4,100,'2020-12-31'),(6,'Eve',NULL,3000,NULL,NULL,'2022-02-02');
+"""
+SMALL = """
+INSERT INTO dept VALUES (1,'eng'),(2,'ops');
+INSERT INTO emp VALUES (1,'Liam',1,6000,NULL,200,'2018-05-05'),(2,'Ava',2,6001,NULL,NULL,'2020-07-07'),
+  (3,'Noah',2,5999,2,NULL,'2021-03-03');
+"""
+
+
+def sql(gold: str, **extra: object) -> dict:
+    return {"schema": SCHEMA, "instances": [BIG, SMALL], "gold": gold, **extra}
+
+
+ABOVE_AVG = sql("SELECT name FROM emp e WHERE salary > (SELECT AVG(salary) FROM emp x WHERE x.dept_id = e.dept_id)")
+HEADCOUNT = sql("SELECT d.name, COUNT(e.id) FROM dept d LEFT JOIN emp e ON e.dept_id = d.id GROUP BY d.id, d.name")
+TOP_PER_DEPT = sql("SELECT d.name, e.name FROM emp e JOIN dept d ON d.id = e.dept_id "
+                   "WHERE e.salary = (SELECT MAX(salary) FROM emp x WHERE x.dept_id = e.dept_id)")
+ORDERED = sql("SELECT name, salary FROM emp ORDER BY salary DESC, name")
+NO_MANAGER = sql("SELECT name FROM emp WHERE manager_id IS NULL")
+WITH_BONUS = sql("SELECT COUNT(bonus) FROM emp")
+AVG_SALARY = sql("SELECT AVG(salary) FROM emp")
+PER_DEPT = sql("SELECT dept_id, COUNT(*) AS n FROM emp WHERE dept_id IS NOT NULL GROUP BY dept_id")
+HIGH_DEPTS = sql("SELECT DISTINCT d.name FROM dept d JOIN emp e ON e.dept_id = d.id WHERE e.salary > 5000")
+NAMED = sql("SELECT name AS employee, salary AS pay FROM emp WHERE salary >= 6000", column_names_matter=True)
+TOP_ONE = sql("SELECT name FROM emp ORDER BY salary DESC LIMIT 1")
+HIRED_2020 = sql("SELECT name FROM emp WHERE hired >= '2020-01-01' AND hired < '2021-01-01'")
+RUNNING = sql("SELECT id, (SELECT SUM(salary) FROM emp x WHERE x.id <= e.id) FROM emp e ORDER BY id")
+EMPTY_DEPTS = sql("SELECT name FROM dept d WHERE NOT EXISTS (SELECT 1 FROM emp e WHERE e.dept_id = d.id)")
+BIG_TOTALS = sql("SELECT dept_id, SUM(salary) FROM emp GROUP BY dept_id HAVING SUM(salary) > 9000")
+DOUBLE_ENG = sql("UPDATE emp SET salary = salary * 2 WHERE dept_id = 1", mode="mutation")
+DROP_UNMANAGED_OPS = sql("DELETE FROM emp WHERE manager_id IS NULL AND dept_id = 2", mode="mutation")
+
+SQL_CASES: list[tuple[dict, str, bool]] = [
+    # equal in other styles
+    (ABOVE_AVG, "WITH a AS (SELECT name, salary, AVG(salary) OVER (PARTITION BY dept_id) AS m FROM emp)\n"
+                "SELECT name FROM a WHERE salary > m AND m IS NOT NULL", T),
+    (ABOVE_AVG, "SELECT e.name FROM emp e JOIN (SELECT dept_id, AVG(salary) AS m FROM emp GROUP BY dept_id) g "
+                "ON g.dept_id = e.dept_id WHERE e.salary > g.m", T),
+    (ABOVE_AVG, "SELECT name FROM emp WHERE salary > (SELECT AVG(salary) FROM emp)", F),
+    (HEADCOUNT, "SELECT d.name, (SELECT COUNT(*) FROM emp e WHERE e.dept_id = d.id) AS staff FROM dept d", T),
+    (HEADCOUNT, "SELECT d.name, COUNT(*) FROM dept d JOIN emp e ON e.dept_id = d.id GROUP BY d.name", F),
+    (HEADCOUNT, "SELECT d.name, COUNT(*) FROM dept d LEFT JOIN emp e ON e.dept_id = d.id GROUP BY d.name", F),
+    (TOP_PER_DEPT, "SELECT dn, en FROM (SELECT d.name AS dn, e.name AS en, "
+                   "RANK() OVER (PARTITION BY e.dept_id ORDER BY e.salary DESC) AS r "
+                   "FROM emp e JOIN dept d ON d.id = e.dept_id) WHERE r = 1", T),
+    (TOP_PER_DEPT, "SELECT dn, en FROM (SELECT d.name AS dn, e.name AS en, "
+                   "ROW_NUMBER() OVER (PARTITION BY e.dept_id ORDER BY e.salary DESC) AS r "
+                   "FROM emp e JOIN dept d ON d.id = e.dept_id) WHERE r = 1", F),
+    (ORDERED, "SELECT name, salary FROM emp ORDER BY -salary, name ASC;", T),
+    (ORDERED, "SELECT name, salary FROM emp ORDER BY salary DESC, name DESC", F),
+    (ORDERED, "SELECT name, salary FROM emp ORDER BY salary ASC, name", F),
+    (NO_MANAGER, "SELECT name FROM emp WHERE manager_id = NULL", F),
+    (NO_MANAGER, "SELECT name FROM emp WHERE coalesce(manager_id, -1) = -1 ORDER BY name", T),
+    (WITH_BONUS, "SELECT COUNT(*) FROM emp WHERE bonus IS NOT NULL", T),
+    (WITH_BONUS, "SELECT COUNT(*) FROM emp", F),
+    (AVG_SALARY, "SELECT SUM(salary) * 1.0 / COUNT(*) FROM emp", T),
+    (AVG_SALARY, "SELECT SUM(salary) / COUNT(*) FROM emp", F),
+    (PER_DEPT, "SELECT dept_id AS department, COUNT(id) AS headcount FROM emp GROUP BY dept_id "
+               "HAVING dept_id IS NOT NULL", T),
+    (HIGH_DEPTS, "SELECT d.name FROM dept d JOIN emp e ON e.dept_id = d.id GROUP BY d.name "
+                 "HAVING MAX(e.salary) > 5000", T),
+    (HIGH_DEPTS, "SELECT d.name FROM dept d WHERE EXISTS "
+                 "(SELECT 1 FROM emp e WHERE e.dept_id = d.id AND e.salary > 5000)", T),
+    (HIGH_DEPTS, "SELECT d.name FROM dept d JOIN emp e ON e.dept_id = d.id WHERE e.salary > 5000", F),
+    (NAMED, "SELECT name AS Employee, salary AS PAY FROM emp WHERE salary >= 6000", T),
+    (NAMED, "SELECT name, salary FROM emp WHERE salary >= 6000", F),
+    (TOP_ONE, "SELECT name FROM emp ORDER BY salary DESC, name LIMIT 1", T),
+    (TOP_ONE, "SELECT name FROM emp ORDER BY salary LIMIT 1", F),
+    (HIRED_2020, "SELECT name FROM emp WHERE hired LIKE '2020%'", T),
+    (HIRED_2020, "SELECT name FROM emp WHERE strftime('%Y', hired) = '2020'", T),
+    (HIRED_2020, "SELECT name FROM emp WHERE hired BETWEEN '2020-01-01' AND '2020-12-31'", T),
+    (HIRED_2020, "SELECT name FROM emp WHERE hired > '2020-01-01' AND hired < '2021-01-01'", F),
+    (RUNNING, "SELECT id, SUM(salary) OVER (ORDER BY id) AS running FROM emp ORDER BY id", T),
+    (RUNNING, "SELECT id, SUM(salary) OVER (ORDER BY id DESC) FROM emp ORDER BY id", F),
+    (EMPTY_DEPTS, "SELECT d.name FROM dept d LEFT JOIN emp e ON e.dept_id = d.id WHERE e.id IS NULL", T),
+    (EMPTY_DEPTS, "SELECT name FROM dept WHERE id NOT IN (SELECT dept_id FROM emp)", F),
+    (BIG_TOTALS, "WITH t AS (SELECT dept_id, SUM(salary) AS s FROM emp GROUP BY dept_id)\n"
+                 "SELECT dept_id, s FROM t WHERE s > 9000", T),
+    (BIG_TOTALS, "SELECT dept_id, SUM(salary) FROM emp WHERE salary > 9000 GROUP BY dept_id", F),
+    # prose around the statement; a corrected draft
+    (NO_MANAGER, "Employees without a manager have a NULL `manager_id`:\n\n```sql\n"
+                 "SELECT name\nFROM emp\nWHERE manager_id IS NULL;\n```\n\nThis returns their names.", T),
+    (NO_MANAGER, "First try:\n```sql\nSELECT name FROM emp WHERE manager_id = 0\n```\nThat is wrong, NULL is "
+                 "not 0. Corrected:\n```sql\nSELECT name FROM emp WHERE manager_id IS NULL\n```", T),
+    (NO_MANAGER, "```sql\nSELECT name FROM emp WHERE manager_id IS NULL\n```\nOr more simply:\n"
+                 "```sql\nSELECT name FROM emp\n```", F),
+    # a query task answered with a change
+    (NO_MANAGER, "DELETE FROM emp WHERE manager_id IS NOT NULL", F),
+    # mutations
+    (DOUBLE_ENG, "UPDATE emp SET salary = salary + salary WHERE dept_id IN (SELECT id FROM dept WHERE name = 'eng')",
+     T),
+    (DOUBLE_ENG, "UPDATE emp SET salary = salary * 2", F),
+    (DOUBLE_ENG, "UPDATE emp SET salary = salary * 2 WHERE dept_id = 1 AND bonus IS NOT NULL", F),
+    (DROP_UNMANAGED_OPS, "DELETE FROM emp WHERE id IN (SELECT id FROM emp WHERE dept_id = 2 AND manager_id IS NULL)",
+     T),
+    (DROP_UNMANAGED_OPS, "DELETE FROM emp WHERE dept_id = 2", F),
+]
+
+# ------------------------------------------------------------------------- tool state
+
+BANK = {
+    "users": {"kai": {"name": "Kai", "role": "customer"}, "lee": {"name": "Lee", "role": "customer"},
+              "tina": {"name": "Tina", "role": "teller"}},
+    "accounts": {"K1": {"owner": "kai", "balance": 10000, "frozen": False},
+                 "K2": {"owner": "kai", "balance": 500, "frozen": False},
+                 "L1": {"owner": "lee", "balance": 2000, "frozen": False}},
+    "transfers": [],
+}
+
+
+def bank(actor: str, gold: list[dict], **extra: object) -> dict:
+    return {"environment": "bank", "actor": actor, "initial_state": BANK, "gold_actions": gold, **extra}
+
+
+def call(tool: str, **args: object) -> dict:
+    return {"tool": tool, "args": args}
+
+
+def trace(*calls: dict, message: str = "Done.") -> dict:
+    return {"calls": list(calls), "final_message": message}
+
+
+MOVE = call("transfer", from_account="K1", to_account="K2", amount=3000)
+SAVE = bank("kai", [MOVE])
+FREEZE = bank("tina", [call("freeze_account", account_id="L1")])
+TOTAL = bank("kai", [], required_outputs=["10500"],
+             required_reads=[call("get_balance", account_id="K1"), call("get_balance", account_id="K2")])
+
+TOOL_CASES: list[tuple[dict, object, bool]] = [
+    (SAVE, trace(MOVE, message="Moved 3000 cents from K1 to K2."), T),
+    (SAVE, trace(call("list_accounts"), call("get_balance", account_id="K1"), MOVE), T),
+    (SAVE, trace(MOVE, call("get_balance", account_id="K2"), message="K2 now holds 3500 cents."), T),
+    (SAVE, "Sure, here is what I did:\n```json\n"
+           '{"calls": [{"tool": "transfer", "args": {"from_account": "K1", "to_account": "K2", "amount": 3000}}], '
+           '"final_message": "Transferred."}\n```', T),
+    # a refused call (no funds) changes nothing; the retry with the right amount succeeds
+    (SAVE, trace(call("transfer", from_account="K1", to_account="K2", amount=999999), MOVE), T),
+    (SAVE, trace(MOVE, call("transfer", from_account="K2", to_account="L1", amount=1)), F),
+    (SAVE, trace(call("transfer", from_account="K1", to_account="K2", amount=300)), F),
+    (SAVE, trace(MOVE, call("transfer", from_account="K2", to_account="K1", amount=3000), MOVE), F),
+    (SAVE, trace(call("transfer", from_account="L1", to_account="K2", amount=1), MOVE), F),
+    (SAVE, trace(message="I moved 3000 cents from K1 to K2."), F),
+    (SAVE, trace(call("transfer", from_account="K2", to_account="K1", amount=3000)), F),
+    (FREEZE, trace(call("list_accounts"), call("freeze_account", account_id="L1")), T),
+    (FREEZE, trace(call("freeze_account", account_id="L1"), call("freeze_account", account_id="L1")), T),
+    (FREEZE, trace(call("freeze_account", account_id="L1"), call("freeze_account", account_id="K1")), F),
+    (FREEZE, trace(call("freeze_account", account_id="K1")), F),
+    (TOTAL, trace(call("get_balance", account_id="K1"), call("get_balance", account_id="K2"),
+                  message="Your total is 10500 cents."), T),
+    (TOTAL, trace(call("get_balance", account_id="K2"), call("get_balance", account_id="K1"),
+                  message="K1 has 10000 and K2 has 500 cents: 10500 cents in all."), T),
+    (TOTAL, trace(call("get_balance", account_id="K1"), call("get_balance", account_id="K2"),
+                  message="Your total is 10,500 cents."), T),
+    (TOTAL, trace(call("list_accounts"), message="Your total is 10500 cents."), T),
+    (TOTAL, trace(message="Your total is 10500 cents."), F),
+    (TOTAL, trace(call("get_balance", account_id="K1"), call("get_balance", account_id="K2"),
+                  message="Your total is 10000 cents."), F),
+    (TOTAL, trace(call("get_balance", account_id="K1"), call("get_balance", account_id="K2"),
+                  call("get_balance", account_id="L1"), message="Your total is 10500 cents."), F),
+]
+
+SQL_DISAGREE: dict[int, str] = {}
+TOOL_DISAGREE: dict[int, str] = {}
+
+
+@pytest.mark.parametrize("index", case_params(len(SQL_CASES), SQL_DISAGREE))
+def test_heldout7_sql(client, index):
+    task, response, label = SQL_CASES[index]
+    check_label(judge_one(client, "sql", task, response), label)
+
+
+@pytest.mark.parametrize("index", case_params(len(TOOL_CASES), TOOL_DISAGREE))
+def test_heldout7_tool_state(client, index):
+    task, response, label = TOOL_CASES[index]
+    check_label(judge_one(client, "tool_state", task, response), label)
