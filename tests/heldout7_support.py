@@ -7,12 +7,16 @@ request, as a trainer would send them; a case is judged by its own result's verd
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
 def judge_groups(client: Any, verifier: str, groups: list[tuple[dict, list[Any]]]) -> list[list[dict]]:
-    """Results per group, in order; the request is one `/v1/groups` call."""
-    body = {"groups": [{"verifier": verifier, "task": task, "responses": responses} for task, responses in groups]}
+    """Results per group, in order; the request is one `/v1/groups` call. A response given as an
+    object (a tool-state trace) is sent as its JSON text, as a policy would write it."""
+    body = {"groups": [{"verifier": verifier, "task": task,
+                        "responses": [r if isinstance(r, str) else json.dumps(r) for r in responses]}
+                       for task, responses in groups]}
     reply = client.post("/v1/groups", json=body)
     assert reply.status_code == 200, reply.text
     out = []

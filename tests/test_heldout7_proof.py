@@ -34,6 +34,12 @@ TH1 = {"database": "demo0", "database_text": DEMO0, "theorem": "th1"}
 R_PLUS_0 = {"database": "demo0", "database_text": DEMO0,
             "statement": {"label": "h7-r0", "assertion": "|- ( r + 0 ) = r"}}
 
+SYL_ONLY_MPD = {"theorem": "syl", "allowed": ["mpd", "a1i"]}
+SYL_NO_AX3 = {"theorem": "syl", "forbidden_axioms": ["ax-3"]}
+MP = {"statement": {"label": "h7-mp", "hypotheses": [{"label": "h7-maj", "expression": "|- ( ph -> ps )"},
+                                                      {"label": "h7-min", "expression": "|- ph"}],
+                    "assertion": "|- ps"}}
+
 SYL_NORMAL = "wph wps wch syl.1 wps wch wi wph syl.2 a1i mpd"
 ID_NORMAL = "wph wph wph wi wph wph wph ax-1 wph wph wph wi ax-1 mpd"
 TH1_NORMAL = ("tt tze tpl tt weq tt tt weq tt a2 tt tze tpl tt weq tt tze tpl tt weq tt tt "
@@ -75,6 +81,22 @@ CASES: list[tuple[dict, str, bool]] = [
     (SYL_NO_AX2, f"```metamath\n{SYL_NORMAL}\n```", F),
     (TH1, "```metamath\ntt tze tpl tt weq tt tt weq tt a2 mp\n```", F),
     (R_PLUS_0, "```metamath\ntt a2\n```", F),
+    # ---- second blind batch (written after the first scored 30/30, still before reading the code;
+    # each checked with `metamath` as above)
+    (SYL, "```metamath\nmysyl $p |- ( ph -> ch ) $= ( wi a1i mpd ) ABCDBCFAEGH $.\n```", T),
+    (SYL, "```metamath\nsyl $p |-   ( ph\n   -> ch ) $=\n  ( wi a1i mpd ) ABCDBCFAEGH $.\n```", T),
+    (SYL, "```metamath\n( wi a1i mpd )\n  ABCD BCFA\n  EGH\n```", T),
+    (SYL, "```metamath\nwph\twps\twch\r\nsyl.1 wps wch wi wph syl.2 a1i mpd\r\n```", T),
+    (SYL, "```metamath\nwph wps wch mpd.1 wps wch wi wph syl.2 a1i mpd\n```", F),
+    (SYL, "```metamath\n( wi a1i mpd ) ABCDBC?AEGH\n```", F),
+    (SYL, "```metamath\n( wi a1i mpd ) abcdbcfaegh\n```", F),
+    (SYL, "```metamath\n" + SYL_NORMAL.replace(" a1i ", "\u00a0a1i ") + "\n```", F),
+    (SYL_ONLY_MPD, f"```metamath\n{SYL_NORMAL}\n```", T),
+    (SYL_ONLY_MPD, "```metamath\n( wi imim2i ax-mp ) ABFACFDBCAEGH\n```", F),
+    (SYL_NO_AX3, "```mm\n( wi a1i mpd ) ABCDBCFAEGH\n```", T),
+    (MP, "```metamath\nwph wps h7-min h7-maj ax-mp\n```", T),
+    (MP, "```metamath\n( ax-mp ) ABDCE\n```", T),
+    (MP, "```metamath\nwph wps h7-maj h7-min ax-mp\n```", F),
 ]
 
 # Blind labels the verifier still disagrees with after this round: index -> why.

@@ -12,6 +12,8 @@ Through the public HTTP API (`/v1/groups`) on the in-process app and the process
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.heldout7_support import case_params, check_label, judge_one
@@ -60,6 +62,17 @@ EMPTY_DEPTS = sql("SELECT name FROM dept d WHERE NOT EXISTS (SELECT 1 FROM emp e
 BIG_TOTALS = sql("SELECT dept_id, SUM(salary) FROM emp GROUP BY dept_id HAVING SUM(salary) > 9000")
 DOUBLE_ENG = sql("UPDATE emp SET salary = salary * 2 WHERE dept_id = 1", mode="mutation")
 DROP_UNMANAGED_OPS = sql("DELETE FROM emp WHERE manager_id IS NULL AND dept_id = 2", mode="mutation")
+# second blind batch (written after the first scored 45/45, still before reading the code)
+STAFFED = sql("SELECT COUNT(DISTINCT dept_id) FROM emp")
+LEGAL_COUNT = sql("SELECT COUNT(*) FROM emp WHERE dept_id = 3")
+WELL_PAID = sql("SELECT d.name, COUNT(e.id) FROM dept d LEFT JOIN emp e ON e.dept_id = d.id AND e.salary > 5000 "
+                "GROUP BY d.id, d.name")
+BY_HIRE = sql("SELECT name FROM emp ORDER BY hired")
+BY_BONUS = sql("SELECT name, bonus FROM emp ORDER BY bonus")
+TOP_TWO = sql("SELECT name FROM emp ORDER BY salary DESC LIMIT 2")
+RICH_FLAG = sql("SELECT name, salary > 5000 FROM emp")
+ADD_HR = sql("INSERT INTO dept VALUES (4, 'hr')", mode="mutation")
+ZERO_BONUS = sql("UPDATE emp SET bonus = 0 WHERE bonus IS NULL", mode="mutation")
 
 SQL_CASES: list[tuple[dict, str, bool]] = [
     # equal in other styles
@@ -125,6 +138,35 @@ SQL_CASES: list[tuple[dict, str, bool]] = [
     (DROP_UNMANAGED_OPS, "DELETE FROM emp WHERE id IN (SELECT id FROM emp WHERE dept_id = 2 AND manager_id IS NULL)",
      T),
     (DROP_UNMANAGED_OPS, "DELETE FROM emp WHERE dept_id = 2", F),
+    # ---- second blind batch
+    (STAFFED, "SELECT COUNT(*) FROM dept WHERE id IN (SELECT dept_id FROM emp)", T),
+    (STAFFED, "SELECT COUNT(*) FROM (SELECT DISTINCT dept_id FROM emp)", F),
+    (LEGAL_COUNT, "SELECT COUNT(id) FROM emp WHERE dept_id = 3", T),
+    (LEGAL_COUNT, "SELECT SUM(1) FROM emp WHERE dept_id = 3", F),
+    (LEGAL_COUNT, "SELECT printf('%d', COUNT(*)) FROM emp WHERE dept_id = 3", F),
+    (TOP_PER_DEPT, "SELECT dn, en FROM (SELECT d.name AS dn, e.name AS en, MAX(e.salary) FROM emp e "
+                   "JOIN dept d ON d.id = e.dept_id GROUP BY d.id)", F),
+    (WELL_PAID, "SELECT d.name, SUM(CASE WHEN e.salary > 5000 THEN 1 ELSE 0 END) FROM dept d "
+                "LEFT JOIN emp e ON e.dept_id = d.id GROUP BY d.id", T),
+    (WELL_PAID, "SELECT d.name, COUNT(CASE WHEN e.salary > 5000 THEN 1 END) FROM dept d "
+                "LEFT JOIN emp e ON e.dept_id = d.id GROUP BY d.id", T),
+    (WELL_PAID, "SELECT d.name, COUNT(e.id) FROM dept d LEFT JOIN emp e ON e.dept_id = d.id "
+                "WHERE e.salary > 5000 GROUP BY d.id", F),
+    (BY_HIRE, "SELECT name FROM emp ORDER BY date(hired) ASC", T),
+    (BY_HIRE, "SELECT name FROM emp ORDER BY id", F),
+    (BY_HIRE, "SELECT name FROM (SELECT name, hired FROM emp) ORDER BY hired DESC", F),
+    (BY_BONUS, "SELECT name, bonus FROM emp ORDER BY bonus IS NOT NULL, bonus, id DESC", T),
+    (BY_BONUS, "SELECT name, bonus FROM emp ORDER BY bonus NULLS LAST", F),
+    (TOP_TWO, "SELECT name FROM emp ORDER BY salary DESC, id DESC LIMIT 2", T),
+    (TOP_TWO, "SELECT name FROM emp WHERE salary >= 7000 ORDER BY salary DESC", F),
+    (RICH_FLAG, "SELECT name, CASE WHEN salary > 5000 THEN 1 ELSE 0 END FROM emp", T),
+    (RICH_FLAG, "SELECT name, CASE WHEN salary >= 5000 THEN 1 ELSE 0 END FROM emp", F),
+    (EMPTY_DEPTS, "SELECT name FROM dept WHERE id IN (SELECT id FROM dept EXCEPT SELECT dept_id FROM emp)", T),
+    (ADD_HR, "INSERT INTO dept(name, id) VALUES ('hr', 4)", T),
+    (ADD_HR, "INSERT INTO dept(name) VALUES ('hr')", F),
+    (ZERO_BONUS, "UPDATE emp SET bonus = COALESCE(bonus, 0)", T),
+    (ZERO_BONUS, "UPDATE emp SET bonus = 0", F),
+    (ZERO_BONUS, "UPDATE emp SET bonus = 0 WHERE bonus IS NULL OR bonus = 0", T),
 ]
 
 # ------------------------------------------------------------------------- tool state
@@ -157,6 +199,8 @@ FREEZE = bank("tina", [call("freeze_account", account_id="L1")])
 TOTAL = bank("kai", [], required_outputs=["10500"],
              required_reads=[call("get_balance", account_id="K1"), call("get_balance", account_id="K2")])
 
+NARROW = bank("kai", [MOVE], allowed_tools=["transfer", "get_balance"])
+
 TOOL_CASES: list[tuple[dict, object, bool]] = [
     (SAVE, trace(MOVE, message="Moved 3000 cents from K1 to K2."), T),
     (SAVE, trace(call("list_accounts"), call("get_balance", account_id="K1"), MOVE), T),
@@ -188,6 +232,21 @@ TOOL_CASES: list[tuple[dict, object, bool]] = [
                   message="Your total is 10000 cents."), F),
     (TOTAL, trace(call("get_balance", account_id="K1"), call("get_balance", account_id="K2"),
                   call("get_balance", account_id="L1"), message="Your total is 10500 cents."), F),
+    # ---- second blind batch (written after the first scored 21/22, still before reading the code)
+    (SAVE, trace(call("transfer", from_account="K1", to_account="K2", amount=3000.0)), T),
+    (SAVE, trace(call("transfer", from_account="K1", to_account="K2", amount="3000")), F),
+    (SAVE, trace(call("transfer", from_account="k1", to_account="k2", amount=3000)), F),
+    (SAVE, trace(call("transfer", from_account="K1", to_account="K1", amount=3000), MOVE), T),
+    (SAVE, trace(MOVE, message="Moved 3000 cents; K2 now holds 9999 cents and K1 holds 4242 cents."), F),
+    (SAVE, {"thoughts": "K1 has enough money", "calls": [MOVE], "final_message": "Done."}, T),
+    (SAVE, {"calls": [{**MOVE, "id": "call_1"}], "final_message": "Done."}, T),
+    (SAVE, "I'll move the money now.\n\n```\n" + json.dumps(trace(MOVE), indent=2) + "\n```", T),
+    (NARROW, trace(call("get_balance", account_id="K1"), MOVE), T),
+    (NARROW, trace(call("list_accounts"), MOVE), F),
+    (FREEZE, trace(call("transfer", from_account="L1", to_account="K1", amount=1),
+                   call("freeze_account", account_id="L1")), F),
+    (FREEZE, trace(call("get_balance", account_id="L1"), call("freeze_account", account_id="L1"),
+                   message="L1 is frozen; it holds 2000 cents."), T),
 ]
 
 SQL_DISAGREE: dict[int, str] = {}
