@@ -36,7 +36,7 @@ _MINERVA_END = "i hope it is correct"
 # Possessive quantifiers (`*+`): runs of spaces between the optional parts are never split
 # again on a failed match ("answer" and 2,000 newlines took 50 s of host time with `\s*`).
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s++answer|the\s++answer|answer|答案\s*+(?:应|应该)?\s*+(?:为|是)?|(?:故|应|所以|因此)\s*+选(?:择)?)"
+    r"(?:final\s++answer|the\s++answer|answer|(?:correct|right|best)\s++(?:option|choice)|答案\s*+(?:应|应该)?\s*+(?:为|是)?|(?:故|应|所以|因此)\s*+选(?:择)?)"
     r"[*_]*+\s*+(?:is|:|=)?\s*+[:=]?[*_]*+\s*+(.+)", re.IGNORECASE)
 # The phrase and the first character of its answer: every occurrence on a line is found (the
 # phrase's `.+` would swallow a later "the answer is 17" on the line of an earlier "the answer is 18").
@@ -114,6 +114,21 @@ def _after_retraction(text: str, spans: list[tuple[int, str]]) -> list[str]:
         if later:
             return later
     return [content for _, content in spans]
+
+
+def _revised_after_boxes(text: str, spans: list[tuple[int, str]]) -> list[str]:
+    """The answer a response states after retracting its last box ("\\boxed{3} Wait, that's not
+    right ... the answer is actually 4"): the answer phrase after the last retraction that
+    follows every box. Nothing when there is no such retraction or no phrase after it (then
+    the boxes stand)."""
+    last_start, last_content = spans[-1]
+    after_box = text.find(last_content, last_start) + len(last_content)
+    retraction = _last_match(_RETRACTION, text[after_box:])
+    if retraction is None:
+        return []
+    tail = text[after_box + retraction.end():]
+    start = _last_phrase(tail)
+    return _phrase_answer(tail[start:]) if start is not None else []
 
 
 @dataclass(frozen=True)
@@ -322,6 +337,9 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
     spans = _box_spans(text)
     minerva = _minerva_sentence(text)
     if spans and not (minerva and minerva[0] > text.rfind("\\boxed")):
+        revised = _revised_after_boxes(text, spans)
+        if revised:
+            return Extraction(revised, "answer_phrase_after_retraction")
         return Extraction(_after_retraction(text, spans) if len(spans) > 1 else [spans[0][1]], "boxed")
     if minerva:
         found = _phrase_answer(minerva[1])

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from verifiers.math.inside.angles import DEGREE_WORDS
 from verifiers.math.inside.normalise import ParseFailure, TooLarge, normalise, strip_units
 from verifiers.math.inside.parse import MAX_EXPANSION, expansion_size, parse_expression
 from verifiers.math.inside.times import seconds
@@ -42,6 +43,7 @@ class Parsed:
     percent: bool = False
     unit: str = ""
     label: str = ""  # the name a value was given ("x" in "x = 3")
+    degrees: bool = False  # an angle written in degrees (a degree sign or word)
 
     def describe(self) -> str:
         if self.kind in ("expr", "region", "matrix"):
@@ -81,6 +83,7 @@ def parse_answer(text: str, named_values: bool = True) -> Parsed:
     if normalised.percent:
         parsed.percent = True
     parsed.unit = normalised.unit
+    parsed.degrees = normalised.degrees or normalised.unit in DEGREE_WORDS
     return parsed
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
+from verifiers.math.inside.angles import in_radians
 from verifiers.math.inside.answer import Parsed
 from verifiers.math.inside.choices import choice_equal
 from verifiers.math.inside.parse import MAX_EXPANSION, based_numeral_value, expansion_size
@@ -54,7 +55,12 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
         if policy.figures and not (answer.value.free_symbols or gold.value.free_symbols):
             return _figures_equal(answer.value, gold.value, policy.figures)
         equal, how = _percent_equal(answer, gold, policy)
-        return (equal, how) if equal else _scale_word_equal(answer, gold, policy, how)
+        if not equal:
+            equal, how = _scale_word_equal(answer, gold, policy, how)
+        radians = None if equal else in_radians(answer, gold)
+        if radians is not None and _expr_equal(*radians)[0]:
+            return True, "degrees_as_radians"
+        return equal, how
     if "choice" in kinds:
         return choice_equal(answer, gold, lambda a, b: equivalent(a, b, policy))
     if "time" in kinds:
@@ -274,11 +280,22 @@ def _tolerant_equal(a: sp.Expr, b: sp.Expr, answer: Parsed, gold: Parsed) -> tup
         if diff <= _window(gold, nb) + noise:
             return True, f"decimal_tolerance_{gold.decimals}_places"
         return False, "decimal_tolerance"
-    if diff <= ANSWER_DECIMAL_REL * abs(nb):
+    if diff <= ANSWER_DECIMAL_REL * abs(nb) and _faithful(answer, na, nb, diff, noise):
         return True, "decimal_relative"
     if (answer.decimals or 0) >= 3 and (answer.figures or 0) >= 3 and diff <= _window(answer, na) + noise:
         return True, f"answer_rounded_{answer.decimals}_places"
     return False, "decimal_tolerance"
+
+
+def _faithful(answer: Parsed, na: complex, nb: complex, diff: float, noise: float) -> bool:
+    """A decimal answer is the exact gold written to its own last place: rounded (within half a
+    unit there) or cut towards zero (less than a unit, and smaller in size), or off by float
+    noise only. `1.0000001` is not 1 written to 7 places (that is `1.0000000`); `0.6666666` is
+    2/3 cut there."""
+    if diff <= noise:
+        return True
+    window = _window(answer, na)
+    return diff <= window * (1 + 1e-9) or abs(na) < abs(nb) and diff < 2 * window
 
 
 def _symbolic_equal(a: sp.Basic, b: sp.Basic) -> tuple[bool, str]:

@@ -24,6 +24,7 @@ class Normalised:
     text: str
     percent: bool = False  # written with %, "percent", "pct"
     unit: str = ""  # the unit words stripped from the end, lower case
+    degrees: bool = False  # written with a degree sign (`^\\circ`, `°`, `\\degree`)
 
 
 _REMOVE = [
@@ -205,7 +206,7 @@ def _normalise(text: str) -> Normalised:
     s = re.sub(r"\\begin\{array\}\{[^{}]*\}", r"\\begin{array}", s)
     s = re.sub(r"\\begin\{[pbBvV]?matrix\}|\\begin\{array\}|\\begin\{smallmatrix\}", r"\\matrix{", s)
     s = re.sub(r"\\end\{[pbBvV]?matrix\}|\\end\{array\}|\\end\{smallmatrix\}", "}", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|°|\\degree(?![a-zA-Z])", "", s)
+    s, degree_signs = re.subn(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|°|\\degree(?![a-zA-Z])", "", s)
     percent = False
     if _PERCENT.search(s):
         percent = True
@@ -228,4 +229,4 @@ def _normalise(text: str) -> Normalised:
     s, unit = strip_units(s)
     s = s.strip().rstrip(".,;").strip()
     s = _mixed_slash(s)
-    return Normalised(s, percent, unit)
+    return Normalised(s, percent, unit, degree_signs > 0)
