@@ -236,10 +236,51 @@ CASES: list[tuple[dict, str, bool]] = [
 ]
 
 # Blind labels the verifier still disagrees with after this round: index -> why.
-DISAGREE: dict[int, str] = {}
+DISAGREE: dict[int, str] = {
+    155: "documented choice: a whole response is read whole; 'In words: one hundred twenty' is a label and words, "
+         "and a label before a value is not stripped outside an answer phrase (the blind label, reward, is right)",
+    173: "documented choice: a prose sentence with no answer phrase ('The inequality holds for all real numbers.') "
+         "is not searched for a set written in words (the blind label, reward, is right)",
+}
+
+# Regression cases for this round's fixes, written AFTER reading the code (not part of the
+# blind score): decimals against exact golds, a retracted box, degrees against radians, and
+# "the correct option is".
+FIX_CASES: list[tuple[dict, str, bool]] = [
+    ({"answer": "1"}, "\\boxed{0.9999999}", F),
+    ({"answer": "2/3"}, "\\boxed{0.6666666}", T),
+    ({"answer": "2/3"}, "\\boxed{0.6666667}", T),
+    ({"answer": "2/3"}, "\\boxed{0.6666668}", F),
+    ({"answer": "\\pi"}, "\\boxed{3.1415926}", T),
+    ({"answer": "\\pi"}, "\\boxed{3.1415928}", F),
+    ({"answer": "3/10"}, "\\boxed{0.30000000000000004}", T),
+    ({"answer": "1000000/3"}, "\\boxed{333333.33}", T),
+    ({"answer": "1000000/3"}, "\\boxed{333333.34}", F),
+    ({"answer": "8"}, "\\boxed{7}. Hmm, that is wrong: I dropped a carry. The answer is 8.", T),
+    ({"answer": "7"}, "\\boxed{7}. Hmm, that is wrong: I dropped a carry. The answer is 8.", F),
+    ({"answer": "7"}, "\\boxed{7}. Double-checking: 3 + 4 = 7, so the answer is 7.", T),
+    ({"answer": "7"}, "\\boxed{7}. Scratch that, I need to recount.", T),
+    ({"answer": "7"}, "I made an error in step 1, but the final answer is still \\boxed{7}.", T),
+    ({"answer": "\\pi"}, "\\boxed{180^\\circ}", T),
+    ({"answer": "120^\\circ"}, "\\boxed{\\frac{2\\pi}{3}}", T),
+    ({"answer": "120^\\circ"}, "\\boxed{\\frac{\\pi}{3}}", F),
+    ({"answer": "\\frac{\\pi}{4}"}, "\\boxed{45}", F),
+    ({"answer": "45 \\text{ degrees}"}, "\\boxed{\\frac{\\pi}{4}}", T),
+    ({"answer": "\\frac{\\pi}{2}"}, "The angle is 90°.", T),
+    ({"answer": "90"}, "\\boxed{\\frac{\\pi}{2}}", F),
+    ({"answer": "B"}, "The best choice is B.", T),
+    ({"answer": "D"}, "The correct choice is (D).", T),
+    ({"answer": "D"}, "The correct option is A.", F),
+]
 
 
 @pytest.mark.parametrize("index", case_params(len(CASES), DISAGREE))
 def test_heldout7_math(client, index):
     task, response, label = CASES[index]
+    check_label(judge_one(client, "math", task, response), label)
+
+
+@pytest.mark.parametrize("index", range(len(FIX_CASES)))
+def test_heldout7_math_fixes(client, index):
+    task, response, label = FIX_CASES[index]
     check_label(judge_one(client, "math", task, response), label)

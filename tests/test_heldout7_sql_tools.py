@@ -250,7 +250,26 @@ TOOL_CASES: list[tuple[dict, object, bool]] = [
 ]
 
 SQL_DISAGREE: dict[int, str] = {}
-TOOL_DISAGREE: dict[int, str] = {}
+TOOL_DISAGREE: dict[int, str] = {
+    18: "documented choice: a required read names an exact call (same tool, same arguments); list_accounts shows "
+        "the balances too but is another call (the blind label, reward, is defensible)",
+    26: "documented choice: a task without required outputs grades its final state only (as tau-bench); a message "
+        "stating values no call showed raises the flag `unsupported_values`, a failure only under flag_policy "
+        "(the blind label, no reward, is what a careful grader gives)",
+}
+
+# Regression cases for this round's fix (the `unsupported_values` flag), written AFTER reading
+# the code (not part of the blind score).
+STRICT_SAVE = bank("kai", [MOVE], flag_policy={"unsupported_values": "fail"})
+TOOL_FIX_CASES: list[tuple[dict, object, bool, bool]] = [  # (task, response, label, flagged)
+    (SAVE, trace(MOVE, message="Moved 3000 cents; K2 now holds 9999 cents and K1 holds 4242 cents."), T, True),
+    (STRICT_SAVE, trace(MOVE, message="Moved 3000 cents; K2 now holds 9999 cents and K1 holds 4242 cents."), F, True),
+    (STRICT_SAVE, trace(MOVE, message="Moved 3000 cents from K1 (7000 cents left) to K2, now 3500 cents."), T, False),
+    (STRICT_SAVE, trace(MOVE, call("get_balance", account_id="K2"),
+                        message="Transfer T1 done: K1 holds 7000 cents, K2 holds 3500 cents."), T, False),
+    (TOTAL, trace(call("get_balance", account_id="K1"), call("get_balance", account_id="K2"),
+                  message="Your total is 10500 cents (K1 10000, K2 500)."), T, False),
+]
 
 
 @pytest.mark.parametrize("index", case_params(len(SQL_CASES), SQL_DISAGREE))
@@ -263,3 +282,11 @@ def test_heldout7_sql(client, index):
 def test_heldout7_tool_state(client, index):
     task, response, label = TOOL_CASES[index]
     check_label(judge_one(client, "tool_state", task, response), label)
+
+
+@pytest.mark.parametrize("index", range(len(TOOL_FIX_CASES)))
+def test_heldout7_tool_state_fixes(client, index):
+    task, response, label, flagged = TOOL_FIX_CASES[index]
+    result = judge_one(client, "tool_state", task, response)
+    check_label(result, label)
+    assert ("unsupported_values" in result["flags"]) is flagged, result["flags"]

@@ -269,6 +269,7 @@ _REASON = re.compile(r"[,;(]?\s*\b(?:because|since|as|not|but|instead|rather|alt
                      re.IGNORECASE)
 _COPULA = re.compile(r"\b(?:is|are|was|were|equals|be)\s+(?=\S)", re.IGNORECASE)
 _SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
+_DEGREES = re.compile(r"\s*+(?:°|\^\s*+\{?\s*+\\circ|\\circ\b|\\degree\b|degrees?\b)", re.IGNORECASE)
 _OR = re.compile(r"\s*+,?\s*+(?:or|或者|或)\s*+(?:\\?\$)?", re.IGNORECASE)  # possessive: linear
 
 
@@ -281,7 +282,9 @@ def _last_numbers(text: str, numbers: list[re.Match[str]]) -> list[str]:
             break
         found.insert(0, number)
     scale = _SCALE_WORD.match(text, found[-1].end())  # "about 2.5 million": the word is part of it
-    return [m.group(0) for m in found[:-1]] + [found[-1].group(0) + (f" {scale.group(1)}" if scale else "")]
+    degrees = _DEGREES.match(text, found[-1].end())  # "90°": an angle in degrees, not the number 90
+    suffix = f" {scale.group(1)}" if scale else "°" if degrees else ""
+    return [m.group(0) for m in found[:-1]] + [found[-1].group(0) + suffix]
 
 
 def _minerva_sentence(text: str) -> tuple[int, str] | None:

@@ -102,7 +102,22 @@ def claims_unperformed(response: str, failed_calls: set[int]) -> Flag | None:
     return flag("claims_unperformed", claims=missing, calls=[t[:64] for t in done[:10]])
 
 
-def tool_state_flags(response: str, evidence: dict[str, Any]) -> list[Flag]:
+def unsupported_values(evidence: dict[str, Any], allowed: int | None) -> Flag | None:
+    """The final message states more values (numbers, ids) than `allowed` that neither the
+    trace's successful calls nor the task's outputs showed ("K2 now holds 9999 cents" when no
+    call returned 9999). A task with required outputs has its own rule (`value_spraying`, a
+    failed `correctness`) and passes `allowed=None`: which values it wants is hidden. A task
+    without them grades its final state only, so this is information, or a failure under
+    `flag_policy: {"unsupported_values": "fail"}`."""
+    facts = evidence.get("message_facts") or {}
+    values = facts.get("unsupported_values") or []
+    if allowed is None or len(values) <= allowed:
+        return None
+    return flag("unsupported_values", values=list(values[:10]), allowed=allowed)
+
+
+def tool_state_flags(response: str, evidence: dict[str, Any], max_unsupported: int | None = None) -> list[Flag]:
     failed = {e.get("index") for e in evidence.get("call_errors") or [] if isinstance(e, dict)}
-    found = claims_unperformed(response, {i for i in failed if isinstance(i, int)})
-    return [found] if found else []
+    found = [claims_unperformed(response, {i for i in failed if isinstance(i, int)}),
+             unsupported_values(evidence, max_unsupported)]
+    return [f for f in found if f is not None]

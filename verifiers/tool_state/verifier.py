@@ -105,9 +105,11 @@ class ToolStateVerifier(Verifier):
                 pending.append(i)
             except TraceError as exc:
                 outcomes[i] = _unparsed(str(exc), ["oversized_trace"])
+        # The message's unsupported values, for a task that grades no output (see detectors).
+        unsupported_allowed = None if task.required_outputs else task.max_unsupported_values
         for chunk in _chunks(pending, responses):
             for i, outcome in zip(chunk, self._replay(task, [responses[i] for i in chunk], ctx), strict=True):
-                outcome.add_flags(tool_state_flags(responses[i], outcome.evidence))
+                outcome.add_flags(tool_state_flags(responses[i], outcome.evidence, unsupported_allowed))
                 outcomes[i] = outcome
         return [o for o in outcomes if o is not None]
 

@@ -295,7 +295,7 @@ def _faithful(answer: Parsed, na: complex, nb: complex, diff: float, noise: floa
     if diff <= noise:
         return True
     window = _window(answer, na)
-    return diff <= window * (1 + 1e-9) or abs(na) < abs(nb) and diff < 2 * window
+    return diff <= window * (1 + 1e-9) or abs(na) < abs(nb) and diff < 2 * window * (1 - 1e-6)
 
 
 def _symbolic_equal(a: sp.Basic, b: sp.Basic) -> tuple[bool, str]:
