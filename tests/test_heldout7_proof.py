@@ -40,6 +40,20 @@ MP = {"statement": {"label": "h7-mp", "hypotheses": [{"label": "h7-maj", "expres
                                                       {"label": "h7-min", "expression": "|- ph"}],
                     "assertion": "|- ps"}}
 
+ALR = {"statement": {"label": "h7-alr", "hypotheses": ["|- ( ph -> ps )"], "assertion": "|- ( ph -> A. x ps )",
+                     "disjoint": [["x", "ph"]]}}
+ALR_NO_D = {"statement": {"label": "h7-alr2", "hypotheses": ["|- ( ph -> ps )"],
+                          "assertion": "|- ( ph -> A. x ps )"}}
+SAME = {"statement": {"label": "h7-same", "hypotheses": ["|- ph"], "assertion": "|- ph"}}
+TWO_TWO = {"theorem": "2p2e4"}
+ONES = {"statement": {"label": "h7-ones", "assertion": "|- ( ( 1 + 1 ) + ( 1 + 1 ) ) = 4"}}
+A1I_SYNTAX_ONLY = {"theorem": "a1i", "allowed": ["ax-mp", "ax-1"]}
+A1I_NO_AX1 = {"theorem": "a1i", "allowed": ["ax-mp"]}
+A1I_NO_MP = {"theorem": "a1i", "forbidden_axioms": ["ax-mp"]}
+P2P2 = ("( c2 caddc co c1 c4 df-2 oveq2i c3 df-4 df-3 oveq1i 2cn ax-1cn addassi 3eqtri eqtr4i ) "
+        "AABCADDBCZBCZEAQABFGEHDBCADBCZDBCRIHSDBJKADDLMMNOP")
+A1I = "wph wps wph wi a1i.1 wph wps ax-1 ax-mp"
+
 SYL_NORMAL = "wph wps wch syl.1 wps wch wi wph syl.2 a1i mpd"
 ID_NORMAL = "wph wph wph wi wph wph wph ax-1 wph wph wph wi ax-1 mpd"
 TH1_NORMAL = ("tt tze tpl tt weq tt tt weq tt a2 tt tze tpl tt weq tt tze tpl tt weq tt tt "
@@ -97,6 +111,25 @@ CASES: list[tuple[dict, str, bool]] = [
     (MP, "```metamath\nwph wps h7-min h7-maj ax-mp\n```", T),
     (MP, "```metamath\n( ax-mp ) ABDCE\n```", T),
     (MP, "```metamath\nwph wps h7-maj h7-min ax-mp\n```", F),
+    # ---- third blind batch (written after the second scored 14/14, before reading the proof
+    # verifier; each checked with `metamath` as above)
+    (ALR, "```metamath\nwph wps vx wph vx ax-5 h7-alr.1 alrimih\n```", T),
+    (ALR_NO_D, "```metamath\nwph wps vx wph vx ax-5 h7-alr2.1 alrimih\n```", F),
+    (SAME, "```metamath\nh7-same.1\n```", T),
+    (SAME, "```metamath\n( ) B\n```", T),
+    (SAME, "```metamath\nwph h7-same.1\n```", F),
+    (TWO_TWO, f"```metamath\n{P2P2}\n```", T),
+    (TWO_TWO, "```metamath\n" + P2P2.replace("RIHS", "RHIS") + "\n```", F),
+    (ONES, f"```metamath\n{P2P2}\n```", F),
+    (A1I_SYNTAX_ONLY, f"```metamath\n{A1I}\n```", T),
+    (A1I_NO_AX1, f"```metamath\n{A1I}\n```", F),
+    (A1I_NO_MP, f"```metamath\n{A1I}\n```", F),
+    (SYL, "Draft:\n```metamath\nwph wps wch syl.2 syl.1 mpd\n```\nFixed:\n```metamath\n"
+          + SYL_NORMAL + "\n```", T),
+    (SYL, "```metamath\n" + SYL_NORMAL + "\n```\nShorter:\n```metamath\nwph wch syl.1 mpd\n```", F),
+    (SYL, "```metamath\n$( a comment that mentions $= and mpd $) " + SYL_NORMAL + "\n```", T),
+    (SYL, "```metamath\n$( unterminated " + SYL_NORMAL + "\n```", F),
+    (SYL, "```metamath\nwph wps wch syl.1 wps wch wi wph syl.2 a1i mdp\n```", F),
 ]
 
 # Blind labels the verifier still disagrees with after this round: index -> why.

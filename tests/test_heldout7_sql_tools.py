@@ -73,6 +73,17 @@ TOP_TWO = sql("SELECT name FROM emp ORDER BY salary DESC LIMIT 2")
 RICH_FLAG = sql("SELECT name, salary > 5000 FROM emp")
 ADD_HR = sql("INSERT INTO dept VALUES (4, 'hr')", mode="mutation")
 ZERO_BONUS = sql("UPDATE emp SET bonus = 0 WHERE bonus IS NULL", mode="mutation")
+# third blind batch (written after the second scored 23/23, before reading the SQL verifier)
+PAID_DEPTS = sql("SELECT dept_id FROM emp WHERE salary > 4000")
+AVG_ROWS = {"schema": SCHEMA, "instances": [BIG, SMALL], "expected": [[[37000 / 6]], [[6000]]]}
+ONE_RICH = {"schema": SCHEMA, "instances": [BIG, SMALL],
+            "predicate": {"sql": "c2 > 6000 AND EXISTS (SELECT 1 FROM emp WHERE name = c1 AND salary = c2)",
+                          "columns": 2, "row_count": {"min": 1, "max": 1}}}
+Z_NAMES = sql("SELECT name FROM emp WHERE name LIKE 'Z%'")
+NO_BONUS = sql("SELECT name, bonus IS NULL FROM emp")
+SECOND_THIRD = sql("SELECT name FROM emp ORDER BY salary DESC LIMIT 2 OFFSET 1")
+LABELS = sql("SELECT name || ' (' || dept_id || ')' FROM emp")
+SALARY_RANK = sql("SELECT name, RANK() OVER (ORDER BY salary DESC) FROM emp")
 
 SQL_CASES: list[tuple[dict, str, bool]] = [
     # equal in other styles
@@ -167,6 +178,29 @@ SQL_CASES: list[tuple[dict, str, bool]] = [
     (ZERO_BONUS, "UPDATE emp SET bonus = COALESCE(bonus, 0)", T),
     (ZERO_BONUS, "UPDATE emp SET bonus = 0", F),
     (ZERO_BONUS, "UPDATE emp SET bonus = 0 WHERE bonus IS NULL OR bonus = 0", T),
+    # ---- third blind batch
+    (ORDERED, "SELECT * FROM emp ORDER BY salary DESC, name", F),
+    (ORDERED, "SELECT name, salary FROM emp ORDER BY 2 DESC, 1", T),
+    (ORDERED, "select \"name\", e.salary from main.emp as e order by e.salary desc, e.name", T),
+    (PAID_DEPTS, "SELECT DISTINCT dept_id FROM emp WHERE salary > 4000", F),
+    (PAID_DEPTS, "SELECT e.dept_id FROM emp e WHERE e.salary >= 4001 -- integer salaries", T),
+    (AVG_ROWS, "SELECT AVG(salary) FROM emp", T),
+    (AVG_ROWS, "SELECT SUM(salary) / COUNT(*) FROM emp", F),
+    (ONE_RICH, "SELECT name, salary FROM emp WHERE salary > 6000 LIMIT 1", T),
+    (ONE_RICH, "SELECT name, salary FROM emp ORDER BY salary DESC LIMIT 1", T),
+    (ONE_RICH, "SELECT 'Zoe', 9000", F),
+    (ONE_RICH, "SELECT name, salary FROM emp WHERE salary > 6000", F),
+    (Z_NAMES, "SELECT name FROM emp WHERE name LIKE 'z%'", T),
+    (Z_NAMES, "SELECT name FROM emp WHERE name GLOB 'z*'", F),
+    (NO_BONUS, "SELECT name, CASE WHEN bonus IS NULL THEN 1 ELSE 0 END FROM emp", T),
+    (NO_BONUS, "SELECT name, CASE WHEN bonus IS NULL THEN 'yes' ELSE 'no' END FROM emp", F),
+    (SECOND_THIRD, "SELECT name FROM emp ORDER BY salary DESC, name LIMIT 2 OFFSET 1", T),
+    (LABELS, "SELECT printf('%s (%s)', name, dept_id) FROM emp", F),
+    (LABELS, "SELECT name || ' (' || CAST(dept_id AS TEXT) || ')' FROM emp", T),
+    (SALARY_RANK, "SELECT name, (SELECT COUNT(*) FROM emp x WHERE x.salary > e.salary) + 1 FROM emp e", T),
+    (SALARY_RANK, "SELECT name, DENSE_RANK() OVER (ORDER BY salary DESC) FROM emp", F),
+    (NO_MANAGER, "Here's the query:\n\n```SQL\n-- people at the top\nSELECT name\n  FROM emp\n"
+                 " WHERE manager_id IS NULL;;\n```", T),
 ]
 
 # ------------------------------------------------------------------------- tool state
