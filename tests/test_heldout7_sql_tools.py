@@ -283,7 +283,7 @@ TOOL_CASES: list[tuple[dict, object, bool]] = [
                    message="L1 is frozen; it holds 2000 cents."), T),
 ]
 
-SQL_DISAGREE: dict[int, str] = {}
+SQL_DISAGREE: dict[int, str] = {}  # 83 (ties cut by an OFFSET) disagreed at base; fixed this round
 TOOL_DISAGREE: dict[int, str] = {
     18: "documented choice: a required read names an exact call (same tool, same arguments); list_accounts shows "
         "the balances too but is another call (the blind label, reward, is defensible)",
@@ -291,6 +291,26 @@ TOOL_DISAGREE: dict[int, str] = {
         "stating values no call showed raises the flag `unsupported_values`, a failure only under flag_policy "
         "(the blind label, no reward, is what a careful grader gives)",
 }
+
+# Regression cases for this round's SQL fix (ties cut by the gold's OFFSET as well as its
+# LIMIT), written AFTER reading the code (not part of the blind score). Salaries on BIG, in
+# the gold's order: 9000 9000 7000 5000 4000 3000 (Zoe and Mia tie at 9000).
+SQL_FIX_CASES: list[tuple[dict, str, bool]] = [
+    (SECOND_THIRD, "SELECT name FROM emp ORDER BY salary DESC, name DESC LIMIT 2 OFFSET 1", T),
+    (SECOND_THIRD, "SELECT name FROM emp ORDER BY salary DESC, id LIMIT 2 OFFSET 1", T),
+    (SECOND_THIRD, "SELECT name FROM emp ORDER BY salary DESC LIMIT 2", F),
+    (SECOND_THIRD, "SELECT name FROM emp ORDER BY salary DESC LIMIT 2 OFFSET 2", F),
+    (SECOND_THIRD, "SELECT name FROM emp WHERE name IN ('Adam', 'Zoe') ORDER BY salary", F),
+    (SECOND_THIRD, "SELECT name FROM emp WHERE name IN ('Adam', 'Bob') ORDER BY salary DESC", F),
+    (sql("SELECT name FROM emp ORDER BY salary DESC LIMIT 1 OFFSET 1"),
+     "SELECT name FROM emp ORDER BY salary DESC, name LIMIT 1 OFFSET 1", T),
+    (sql("SELECT name FROM emp ORDER BY salary DESC LIMIT 1 OFFSET 1"),
+     "SELECT name FROM emp ORDER BY salary DESC LIMIT 1 OFFSET 2", F),
+    (sql("SELECT name FROM emp ORDER BY salary DESC LIMIT 3 OFFSET 1"),
+     "SELECT name FROM emp ORDER BY salary DESC, name DESC LIMIT 3 OFFSET 1", T),
+    (sql("SELECT name FROM emp ORDER BY salary DESC LIMIT 3 OFFSET 1"),
+     "SELECT name FROM emp ORDER BY salary DESC, name DESC LIMIT 3", F),
+]
 
 # Regression cases for this round's fix (the `unsupported_values` flag), written AFTER reading
 # the code (not part of the blind score).
@@ -324,3 +344,9 @@ def test_heldout7_tool_state_fixes(client, index):
     result = judge_one(client, "tool_state", task, response)
     check_label(result, label)
     assert ("unsupported_values" in result["flags"]) is flagged, result["flags"]
+
+
+@pytest.mark.parametrize("index", range(len(SQL_FIX_CASES)))
+def test_heldout7_sql_fixes(client, index):
+    task, response, label = SQL_FIX_CASES[index]
+    check_label(judge_one(client, "sql", task, response), label)

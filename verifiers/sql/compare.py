@@ -181,8 +181,9 @@ def compare_results(
     blocks of rows that tie on every key, since the order inside such a block is left to
     the database. The keys are given as result columns (`tie_keys`) or, for keys the
     result does not hold, as each expected row's key values (`tie_values`). `boundary`
-    (with `tie_values`, under a LIMIT) holds every row that ties with the last expected
-    one: the last tie block may be filled by any of them."""
+    (with `tie_values`, under a LIMIT or OFFSET) holds every row of the whole ordered result
+    that ties with the first or the last expected one, each followed by its key values: the
+    first and last tie blocks may be filled by any rows of their own key."""
     if len(expected_columns) != len(actual_columns):
         return Comparison(
             False, column_problem=f"expected {len(expected_columns)} columns, got {len(actual_columns)}"
@@ -220,16 +221,22 @@ def compare_results(
 
 def _fills_boundary(expected: Sequence[Sequence[Any]], actual: Sequence[Sequence[Any]],
                     keys: Sequence[Sequence[Any]], boundary: Sequence[Sequence[Any]], tol: Tolerance) -> bool:
-    """Every tie block but the last matches; the last is filled from the boundary rows."""
+    """Every tie block between the first and the last matches; the first and the last (cut by
+    the gold's OFFSET and LIMIT) are filled from the boundary rows of their own key."""
     if len(expected) != len(actual) or not expected:
         return False
+    width = len(expected[0])
     blocks = _tie_blocks(keys)
-    for start, end in blocks[:-1]:
-        if multiset_difference(expected[start:end], actual[start:end], tol) != ([], []):
+    for number, (start, end) in enumerate(blocks):
+        if 0 < number < len(blocks) - 1:
+            if multiset_difference(expected[start:end], actual[start:end], tol) != ([], []):
+                return False
+            continue
+        key = row_key(keys[start])
+        pool = [row[:width] for row in boundary if row_key(row[width:]) == key]
+        if multiset_difference(pool, actual[start:end], tol)[1]:
             return False
-    start = blocks[-1][0]
-    _, extra = multiset_difference(boundary, actual[start:], tol)
-    return not extra
+    return True
 
 
 def _tie_blocks(keys: Sequence[Sequence[Any]]) -> list[tuple[int, int]]:

@@ -315,9 +315,9 @@ KEY_ALIAS = "assay_order_key_"
 def with_order_keys(sql: str, dialect: str) -> tuple[str, int, str | None] | None:
     """The query rewritten to also return the values of its outermost ORDER BY keys as
     extra trailing columns (so ties can be found even on keys the query does not return),
-    the number of keys, and the same without its LIMIT when it has one and no OFFSET (the
-    rows that tie with the last one kept may stand in for it); None when the query has no
-    such ORDER BY to rewrite.
+    the number of keys, and the same without its LIMIT and OFFSET when it has either (the
+    rows that tie with the first or last one kept may stand in for them); None when the
+    query has no such ORDER BY to rewrite.
 
     Only columns are added: the rows and their order stay the query's own (the caller
     checks that the leading columns still give the query's rows, and falls back to a
@@ -345,7 +345,8 @@ def with_order_keys(sql: str, dialect: str) -> tuple[str, int, str | None] | Non
     root.set("expressions", selects + keys)
     keyed = root.sql(dialect=SQLGLOT_DIALECT[dialect])
     unlimited = None
-    if root.args.get("limit") is not None and root.args.get("offset") is None:
+    if root.args.get("limit") is not None or root.args.get("offset") is not None:
         root.set("limit", None)
+        root.set("offset", None)
         unlimited = root.sql(dialect=SQLGLOT_DIALECT[dialect])
     return keyed, len(keys), unlimited

@@ -56,8 +56,9 @@ class _Gold:
     tie_keys: tuple[int, ...] | None = None
     # Or, per instance, each gold row's ORDER BY key values (keys the gold does not return).
     tie_values: list[list[Row] | None] | None = None
-    # Per instance, under a LIMIT: every row that ties with the last one kept (any of them
-    # may fill the last tie block).
+    # Per instance, under a LIMIT or OFFSET: every row of the whole ordered result that ties
+    # with the first or the last one kept, with its key values after its columns (any of them
+    # may fill the first or last tie block).
     boundaries: list[list[Row] | None] | None = None
 
 
@@ -280,12 +281,13 @@ class SqlVerifier(Verifier):
 
     @staticmethod
     def _boundary(keys: list[Row], keyed: StatementResult, unlimited: StatementResult, width: int) -> list[Row] | None:
-        """Every row of the unlimited keyed gold that ties with the last row kept."""
+        """Every row of the unlimited keyed gold (its columns, then its key values) that ties
+        with the first or the last row kept; None when the LIMIT and OFFSET cut no tie block."""
         if not keys or not unlimited.ok or len(unlimited.columns) != len(keyed.columns):
             return None
-        last = row_key(keys[-1])
-        rows = [row[:width] for row in unlimited.rows if row_key(row[width:]) == last]
-        kept = sum(row_key(k) == last for k in keys)
+        edges = {row_key(keys[0]), row_key(keys[-1])}
+        rows = [row for row in unlimited.rows if row_key(row[width:]) in edges]
+        kept = sum(row_key(k) in edges for k in keys)
         return rows if len(rows) > kept else None
 
     def _make_gold(self, task: SqlTask, execution: Execution,
