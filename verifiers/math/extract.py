@@ -36,11 +36,16 @@ _MINERVA_END = "i hope it is correct"
 # Possessive quantifiers (`*+`): runs of spaces between the optional parts are never split
 # again on a failed match ("answer" and 2,000 newlines took 50 s of host time with `\s*`).
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s++answer|the\s++answer|answer|(?:correct|right|best)\s++(?:option|choice)|答案\s*+(?:应|应该)?\s*+(?:为|是)?|(?:故|应|所以|因此)\s*+选(?:择)?)"
+    r"(?:final\s++answer|the\s++answer|answer|答案\s*+(?:应|应该)?\s*+(?:为|是)?|(?:故|应|所以|因此)\s*+选(?:择)?)"
     r"[*_]*+\s*+(?:is|:|=)?\s*+[:=]?[*_]*+\s*+(.+)", re.IGNORECASE)
 # The phrase and the first character of its answer: every occurrence on a line is found (the
 # phrase's `.+` would swallow a later "the answer is 17" on the line of an earlier "the answer is 18").
 _ANSWER_START = re.compile(_ANSWER_PHRASE.pattern.removesuffix("(.+)") + "(.)", re.IGNORECASE)
+# "The correct option is C", "the best choice is (B)": an answer phrase too. A pattern of its
+# own, tried only when the text has the word (one more alternative in `_ANSWER_START` slowed
+# every scan of a long response by half).
+_OPTION_START = re.compile(r"(?:correct|right|best)\s++(?:option|choice)[*_]*+\s*+(?:is|:|=)?\s*+[:=]?[*_]*+\s*+(.)",
+                           re.IGNORECASE)
 _EMPHASIS_EDGES = "*_ "
 _CHOICE_FIRST = re.compile(r"\(?[A-H]\)\s|\(?[A-H][.:]\s")
 _GSM8K = re.compile(r"####\s*([^\n]+)")
@@ -54,6 +59,9 @@ _RETRACTION = re.compile(
     r"|(?:made|make)\s+(?:a|an)\s+(?:mistake|error)|(?:a|my|an)\s+(?:mistake|error)\b|mistaken"
     r"|correction|correcting|scratch\s+that|I\s+was\s+wrong|let\s+me\s+(?:correct|fix|redo)\b)"
     r"|错了|不对|有误|更正", re.IGNORECASE)
+# Every match of `_RETRACTION` holds one of these (lower case): a test before the regex.
+_RETRACTION_WORDS = ("wrong", "incorrect", "not correct", "correcti", "not right", "mistake", "error", "scratch",
+                     "let me", "错", "不对", "有误", "更正")
 _THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
 _THINK = re.compile(r"<think\s*>.*?(?:</think\s*>|$)", re.IGNORECASE | re.DOTALL)
 _ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
@@ -123,10 +131,14 @@ def _revised_after_boxes(text: str, spans: list[tuple[int, str]]) -> list[str]:
     the boxes stand)."""
     last_start, last_content = spans[-1]
     after_box = text.find(last_content, last_start) + len(last_content)
-    retraction = _last_match(_RETRACTION, text[after_box:])
+    tail = text[after_box:]
+    lower = tail.lower()
+    if not any(word in lower for word in _RETRACTION_WORDS):
+        return []  # cheap: most answers end with no retraction after their box
+    retraction = _last_match(_RETRACTION, tail)
     if retraction is None:
         return []
-    tail = text[after_box + retraction.end():]
+    tail = tail[retraction.end():]
     start = _last_phrase(tail)
     return _phrase_answer(tail[start:]) if start is not None else []
 
@@ -262,6 +274,11 @@ def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
 def _last_phrase(text: str) -> int | None:
     """Where the answer of the last answer phrase starts."""
     last = _last_match(_ANSWER_START, text)
+    lower = text.lower()
+    if "option" in lower or "choice" in lower:
+        option = _last_match(_OPTION_START, text)
+        if option is not None and (last is None or option.start(1) > last.start(1)):
+            last = option
     return None if last is None else last.start(1)
 
 
