@@ -350,3 +350,22 @@ def test_heldout7_tool_state_fixes(client, index):
 def test_heldout7_sql_fixes(client, index):
     task, response, label = SQL_FIX_CASES[index]
     check_label(judge_one(client, "sql", task, response), label)
+
+
+def test_unsupported_values_flag_stays_out_of_a_registered_tasks_feedback(client):
+    """The flag depends on call results (the initial state, which a registrant may hide): a
+    registered task's feedback view leaves it out, the audit record keeps it, and its
+    flag_policy still fails the response; an honest message is still rewarded."""
+    hide_state = {**STRICT_SAVE, "hide": ["initial_state"]}
+    assert client.post("/v1/tasks", json={"task_id": "heldout7/strict-save", "verifier": "tool_state",
+                                          "task": hide_state}).is_success
+    guessed = json.dumps(trace(MOVE, message="Moved 3000 cents; K2 now holds 9999 cents and K1 holds 4242 cents."))
+    honest = json.dumps(trace(MOVE, message="Moved 3000 cents from K1 (7000 cents left) to K2."))
+    shown = client.post("/v1/groups", json={"groups": [{"verifier": "tool_state", "task_id": "heldout7/strict-save",
+                                                         "responses": [guessed, honest]}]})
+    assert shown.status_code == 200, shown.text
+    bad, good = shown.json()["groups"][0]["results"]
+    assert bad["verdict"] != "correct" and "unsupported_values" not in bad["flags"]
+    assert good["verdict"] == "correct", good
+    record = client.get(f"/v1/records/{bad['record_id']}").json()
+    assert "unsupported_values" in record["flags"]

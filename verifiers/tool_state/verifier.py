@@ -62,7 +62,10 @@ class Report(BaseModel):
 @register
 class ToolStateVerifier(Verifier):
     name = "tool_state"
-    version = "1.0.0"
+    version = "1.1.0"
+    # Which of the message's values the trace showed depends on call results (the initial
+    # state, which a registrant may hide): audit views only.
+    hidden_flags = frozenset({"unsupported_values"})
     description = (
         "Agent tool use against a deterministic environment: replays the calls in the sandbox and checks the "
         "final state, permissions on every call, and the values stated in the final message."
