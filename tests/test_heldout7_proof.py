@@ -54,6 +54,10 @@ P2P2 = ("( c2 caddc co c1 c4 df-2 oveq2i c3 df-4 df-3 oveq1i 2cn ax-1cn addassi 
         "AABCADDBCZBCZEAQABFGEHDBCADBCZDBCRIHSDBJKADDLMMNOP")
 A1I = "wph wps wph wi a1i.1 wph wps ax-1 ax-mp"
 
+MP2 = {"theorem": "mp2"}
+SYL_FIVE_STEPS = {"theorem": "syl", "max_proof_steps": 5}
+ISET_SYL = {"database": "iset.mm", "theorem": "syl"}
+
 SYL_NORMAL = "wph wps wch syl.1 wps wch wi wph syl.2 a1i mpd"
 ID_NORMAL = "wph wph wph wi wph wph wph ax-1 wph wph wph wi ax-1 mpd"
 TH1_NORMAL = ("tt tze tpl tt weq tt tt weq tt a2 tt tze tpl tt weq tt tze tpl tt weq tt tt "
@@ -130,6 +134,16 @@ CASES: list[tuple[dict, str, bool]] = [
     (SYL, "```metamath\n$( a comment that mentions $= and mpd $) " + SYL_NORMAL + "\n```", T),
     (SYL, "```metamath\n$( unterminated " + SYL_NORMAL + "\n```", F),
     (SYL, "```metamath\nwph wps wch syl.1 wps wch wi wph syl.2 a1i mdp\n```", F),
+    # ---- fourth blind batch (written after the third scored 16/16, before reading the proof
+    # verifier; checked with `metamath` as above)
+    (MP2, "```metamath\nwps wch mp2.2 wph wps wch wi mp2.1 mp2.3 ax-mp ax-mp\n```", T),
+    (MP2, "```metamath\nwps wch mp2.1 wph wps wch wi mp2.2 mp2.3 ax-mp ax-mp\n```", F),
+    (SYL, "```metamath\nsyl $p |- ( ph -> ch ) $= ? $.\n```", F),
+    (SYL3, "```metamath\nwph wps wth h7-syl3.1 wps wch wth h7-syl3.2 h7-syl3.4 syl syl\n```", F),
+    (SYL_FIVE_STEPS, f"```metamath\n{SYL_NORMAL}\n```", F),
+    (ISET_SYL, "```metamath\n( wi a1i mpd ) ABCDBCFAEGH\n```", T),
+    (ISET_SYL, "```metamath\n( wi a1i mpd ) ABCDBCFAEHG\n```", F),
+    (SYL, "Using the deduction form: $= wph wps wch syl.1 wps wch wi wph syl.2 a1i mpd $. That costs $0.", T),
 ]
 
 # Blind labels the verifier still disagrees with after this round: index -> why.
@@ -138,8 +152,11 @@ DISAGREE: dict[int, str] = {}
 
 @pytest.fixture(scope="module")
 def verdicts(client) -> list[dict]:
-    """All cases in one request, one group per case (the first proof request reads set.mm)."""
-    return [results[0] for results in judge_groups(client, "proof", [(task, [resp]) for task, resp, _ in CASES])]
+    """The cases in requests of 32 groups (a request holds at most 64), one group per case
+    (the first proof request reads set.mm)."""
+    groups = [(task, [resp]) for task, resp, _ in CASES]
+    return [results[0] for start in range(0, len(groups), 32)
+            for results in judge_groups(client, "proof", groups[start:start + 32])]
 
 
 @pytest.mark.parametrize("index", case_params(len(CASES), DISAGREE))
