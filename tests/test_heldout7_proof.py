@@ -135,7 +135,8 @@ CASES: list[tuple[dict, str, bool]] = [
     (SYL, "```metamath\n$( unterminated " + SYL_NORMAL + "\n```", F),
     (SYL, "```metamath\nwph wps wch syl.1 wps wch wi wph syl.2 a1i mdp\n```", F),
     # ---- fourth blind batch (written after the third scored 16/16, before reading the proof
-    # verifier; checked with `metamath` as above)
+    # verifier; the valid proofs are `metamath`'s own output, the invalid ones are invalid by
+    # construction and were not run through `metamath` separately)
     (MP2, "```metamath\nwps wch mp2.2 wph wps wch wi mp2.1 mp2.3 ax-mp ax-mp\n```", T),
     (MP2, "```metamath\nwps wch mp2.1 wph wps wch wi mp2.2 mp2.3 ax-mp ax-mp\n```", F),
     (SYL, "```metamath\nsyl $p |- ( ph -> ch ) $= ? $.\n```", F),
