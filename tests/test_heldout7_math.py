@@ -261,6 +261,8 @@ FIX_CASES: list[tuple[dict, str, bool]] = [
     ({"answer": "7"}, "\\boxed{7}. Double-checking: 3 + 4 = 7, so the answer is 7.", T),
     ({"answer": "7"}, "\\boxed{7}. Scratch that, I need to recount.", T),
     ({"answer": "7"}, "I made an error in step 1, but the final answer is still \\boxed{7}.", T),
+    ({"answer": "5"}, "\\boxed{5}. Beware of an error here: the answer is not -5.", T),
+    ({"answer": "5"}, "\\boxed{-5}. That is wrong, the sign flips: the answer is 5.", T),
     ({"answer": "\\pi"}, "\\boxed{180^\\circ}", T),
     ({"answer": "120^\\circ"}, "\\boxed{\\frac{2\\pi}{3}}", T),
     ({"answer": "120^\\circ"}, "\\boxed{\\frac{\\pi}{3}}", F),

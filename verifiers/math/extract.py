@@ -59,6 +59,7 @@ _RETRACTION = re.compile(
     r"|(?:made|make)\s+(?:a|an)\s+(?:mistake|error)|(?:a|my|an)\s+(?:mistake|error)\b|mistaken"
     r"|correction|correcting|scratch\s+that|I\s+was\s+wrong|let\s+me\s+(?:correct|fix|redo)\b)"
     r"|错了|不对|有误|更正", re.IGNORECASE)
+_DENIAL = re.compile(r"not\b|never\b", re.IGNORECASE)
 # Every match of `_RETRACTION` holds one of these (lower case): a test before the regex.
 _RETRACTION_WORDS = ("wrong", "incorrect", "not correct", "correcti", "not right", "mistake", "error", "scratch",
                      "let me", "错", "不对", "有误", "更正")
@@ -140,7 +141,9 @@ def _revised_after_boxes(text: str, spans: list[tuple[int, str]]) -> list[str]:
         return []
     tail = tail[retraction.end():]
     start = _last_phrase(tail)
-    return _phrase_answer(tail[start:]) if start is not None else []
+    if start is None or _DENIAL.match(tail, start):
+        return []  # "an error here: the answer is not -5" denies a value, it does not give one
+    return _phrase_answer(tail[start:])
 
 
 @dataclass(frozen=True)
