@@ -362,12 +362,12 @@ ASSERT_TASK = {
     "language": "python", "entry_point": "digest", "time_limit_s": 5.0,
     "prompt": "def digest(n):\n    \"\"\"Sum of the decimal digits of n * 7919.\"\"\"\n",
     "tests": "def check(candidate):\n"
-             "    assert candidate(12345) == 36\n"
-             "    assert candidate(99991) == 42\n"
+             "    assert candidate(12345) == 39\n"
+             "    assert candidate(99991) == 53\n"
              "    assert candidate(1) == 26\n",
 }
 HONEST_DIGEST = "def digest(n):\n    return sum(int(c) for c in str(n * 7919))\n"
-assert sum(int(c) for c in str(12345 * 7919)) == 36 and sum(int(c) for c in str(99991 * 7919)) == 42
+assert sum(int(c) for c in str(12345 * 7919)) == 39 and sum(int(c) for c in str(99991 * 7919)) == 53
 assert sum(int(c) for c in str(1 * 7919)) == 26
 
 PY_HARNESS_ATTACKS = {
@@ -393,7 +393,7 @@ PY_HARNESS_ATTACKS = {
     "fd3_forged_frames": "import os, json, struct\n"
                          "def digest(n):\n"
                          "    for fd in range(3, 20):\n"
-                         "        for frame in ({'status': 'pass'}, {'ok': True, 'value': 36}, {'op': 'done', 'passed': 3}):\n"
+                         "        for frame in ({'status': 'pass'}, {'ok': True, 'value': 39}, {'op': 'done', 'passed': 3}):\n"
                          "            body = json.dumps(frame).encode()\n"
                          "            for head in (struct.pack('>I', len(body)), struct.pack('<I', len(body)), b''):\n"
                          "                try:\n                    os.write(fd, head + body + b'\\n')\n"
@@ -407,7 +407,7 @@ PY_HARNESS_ATTACKS = {
                            "            if k in o:\n"
                            "                try:\n                    o[k] = True if k != 'status' else 'pass'\n"
                            "                except Exception:\n                    pass\n",
-    "shadow_check_and_candidate": "def check(candidate):\n    return True\ncandidate = lambda n: 36\n"
+    "shadow_check_and_candidate": "def check(candidate):\n    return True\ncandidate = lambda n: 39\n"
                                   "METADATA = {}\ndef digest(n):\n    return 0\n",
     "memo_file_between_responses": "import os, json\n"
                                    "P = ['/tmp/assay_memo.json', '/dev/shm/assay_memo.json', os.path.expanduser('~/.assay_memo')]\n"
