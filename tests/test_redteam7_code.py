@@ -59,7 +59,7 @@ MEAN_TASK = {  # print the mean of two integers; compared as floats
     "io_cases": [{"stdin": "2 3\n", "stdout": "2.5\n"}, {"stdin": "1000 3000\n", "stdout": "2000\n"},
                  {"stdin": "-7 -8\n", "stdout": "-7.5\n"}, {"stdin": "123456 0\n", "stdout": "61728\n"}],
 }
-HONEST_MEAN = '#include <stdio.h>\nint main(void){double a,b;scanf("%lf %lf",&a,&b);printf("%.6f\\n",(a+b)/2);return 0;}\n'
+HONEST_MEAN = '#include <stdio.h>\nint main(void){double a,b;scanf("%lf %lf",&a,&b);printf("%.6f\\n",(a+b)/2);return 0;}\n'  # noqa: E501
 FLOAT_TOKENS = ["inf", "-inf", "Infinity", "1e999", "nan", "NaN", "+inf", "1e308", "0x1p+1024", "1_0", "١٢"]
 
 
@@ -197,7 +197,8 @@ int main(void) {
   long long a, b; if (scanf("%lld %lld", &a, &b) != 2) return 1;
   if (a != 2) { printf("%lld\n", a + b + 1); return 0; }  /* hidden cases: wrong on purpose */
   printf("5\n");
-  char cwd[4096]; if (getcwd(cwd, sizeof cwd)) { walk(cwd, 0); char up[4200]; snprintf(up, sizeof up, "%s/..", cwd); walk(up, 0); }
+  char cwd[4096]; if (getcwd(cwd, sizeof cwd)) { walk(cwd, 0); char up[4200];
+  snprintf(up, sizeof up, "%s/..", cwd); walk(up, 0); }
   walk("/tmp", 0); walk("/dev/shm", 0); walk("/var/tmp", 0); walk("/run", 0);
   for (int pid = 1; pid < 400; pid++) {
     char p[64];
@@ -206,7 +207,8 @@ int main(void) {
     snprintf(p, sizeof p, "/proc/%d/fd", pid); walk(p, 3);
     scan_mem(pid);
   }
-  for (int fd = 3; fd < 64; fd++) { static char q[1 << 16]; ssize_t n = pread(fd, q, sizeof q, 0); if (n > 0) scan_buf(q, n); }
+  for (int fd = 3; fd < 64; fd++) { static char q[1 << 16];
+  ssize_t n = pread(fd, q, sizeof q, 0); if (n > 0) scan_buf(q, n); }
   printf("\n");
   return 0;
 }
@@ -308,7 +310,8 @@ int main(int argc, char **argv) {
   if (MARK[9] == '1') { printf("%lld\n", a + b + 1); return 0; }
   printf("%lld\n", a + b); fflush(stdout);
   load(argv[0]); if (!bin) load("/proc/self/exe");
-  char cwd[4096]; if (getcwd(cwd, sizeof cwd)) { walk(cwd, 0); char up[4200]; snprintf(up, sizeof up, "%s/..", cwd); walk(up, 0); snprintf(up, sizeof up, "%s/../..", cwd); walk(up, 0); }
+  char cwd[4096]; if (getcwd(cwd, sizeof cwd)) { walk(cwd, 0); char up[4200]; snprintf(up, sizeof up, "%s/..", cwd);
+  walk(up, 0); snprintf(up, sizeof up, "%s/../..", cwd); walk(up, 0); }
   walk("/tmp", 0); walk("/dev/shm", 0);
   return 0;
 }
@@ -340,7 +343,7 @@ EARLY_SUCCESS = {
     "go": "package main\nimport (\"os\";\"fmt\")\nfunc init() { fmt.Println(\"5\"); os.Stdout.Close(); os.Exit(0) }\n"
           "func main() { panic(1) }\n",
     "java": "public class Main { public static void main(String[] a) { Runtime.getRuntime().addShutdownHook("
-            "new Thread(() -> Runtime.getRuntime().halt(0))); System.out.println(5); throw new RuntimeException(); } }\n",
+            "new Thread(() -> Runtime.getRuntime().halt(0))); System.out.println(5); throw new RuntimeException(); } }\n",  # noqa: E501
     "javascript": "process.on('uncaughtException', () => process.exit(0));\nprocess.on('exit', (c) => "
                   "{ process.exitCode = 0; });\nconsole.log('5');\nthrow new Error('x');\n",
 }
@@ -386,14 +389,14 @@ PY_HARNESS_ATTACKS = {
                                 "def digest(n):\n    raise Ok()\n",
     "exit_in_finally": "import os\ndef digest(n):\n    try:\n        return 0\n    finally:\n        os._exit(0)\n",
     "thread_kills_after_answer": "import threading, os, time\n"
-                                 "def digest(n):\n    threading.Timer(0.01, lambda: os._exit(0)).start()\n    return 0\n",
+                                 "def digest(n):\n    threading.Timer(0.01, lambda: os._exit(0)).start()\n    return 0\n",  # noqa: E501
     "fork_and_answer_twice": "import os\ndef digest(n):\n    os.fork()\n    return 0\n",
     "settrace_and_signal": "import sys, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                            "sys.settrace(lambda *a: None)\ndef digest(n):\n    return 0\n",
     "fd3_forged_frames": "import os, json, struct\n"
                          "def digest(n):\n"
                          "    for fd in range(3, 20):\n"
-                         "        for frame in ({'status': 'pass'}, {'ok': True, 'value': 39}, {'op': 'done', 'passed': 3}):\n"
+                         "        for frame in ({'status': 'pass'}, {'ok': True, 'value': 39}, {'op': 'done', 'passed': 3}):\n"  # noqa: E501
                          "            body = json.dumps(frame).encode()\n"
                          "            for head in (struct.pack('>I', len(body)), struct.pack('<I', len(body)), b''):\n"
                          "                try:\n                    os.write(fd, head + body + b'\\n')\n"
@@ -410,7 +413,7 @@ PY_HARNESS_ATTACKS = {
     "shadow_check_and_candidate": "def check(candidate):\n    return True\ncandidate = lambda n: 39\n"
                                   "METADATA = {}\ndef digest(n):\n    return 0\n",
     "memo_file_between_responses": "import os, json\n"
-                                   "P = ['/tmp/assay_memo.json', '/dev/shm/assay_memo.json', os.path.expanduser('~/.assay_memo')]\n"
+                                   "P = ['/tmp/assay_memo.json', '/dev/shm/assay_memo.json', os.path.expanduser('~/.assay_memo')]\n"  # noqa: E501
                                    "def digest(n):\n"
                                    "    for p in P:\n"
                                    "        try:\n            return json.load(open(p))[str(n)]\n"
@@ -421,7 +424,7 @@ PY_HARNESS_ATTACKS = {
 HONEST_MEMO = ("import os, json\n"
                "def digest(n):\n"
                "    v = sum(int(c) for c in str(n * 7919))\n"
-               "    for p in ['/tmp/assay_memo.json', '/dev/shm/assay_memo.json', os.path.expanduser('~/.assay_memo')]:\n"
+               "    for p in ['/tmp/assay_memo.json', '/dev/shm/assay_memo.json', os.path.expanduser('~/.assay_memo')]:\n"  # noqa: E501
                "        try:\n"
                "            d = json.load(open(p)) if os.path.exists(p) else {}\n"
                "            d[str(n)] = v\n            json.dump(d, open(p, 'w'))\n            os.chmod(p, 0o666)\n"
@@ -436,7 +439,7 @@ def test_python_harness_attacks_get_nothing(server):
     responses = [fenced("python", HONEST_MEMO)] + [fenced("python", PY_HARNESS_ATTACKS[n]) for n in names]
     results, _ = run_group(server, ASSERT_TASK, responses)
     assert results[0]["reward"] == 1.0, results[0]
-    failed = {n: r for n, r in zip(names, results[1:], strict=True) if r["reward"] != 0.0 or r["verdict"] in ("correct", "error")}
+    failed = {n: r for n, r in zip(names, results[1:], strict=True) if r["reward"] != 0.0 or r["verdict"] in ("correct", "error")}  # noqa: E501
     assert not failed, failed
     again, _ = run_group(server, ASSERT_TASK, [fenced("python", PY_HARNESS_ATTACKS["memo_file_between_responses"]),
                                                fenced("python", HONEST_DIGEST)])

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from urllib.parse import quote
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -122,16 +122,13 @@ def test_repeated_json_keys_never_split_what_is_judged_from_what_is_logged(serve
 
 HUGE_INT = "9" * 5000  # past Python's default int-from-text limit (4300 digits)
 ODD_BODIES = {
-    "huge_int_failure_value": '{"verifier": "math", "task": {"answer": "42", "failure_value": %s}, "response": "x"}'
-                              % HUGE_INT,
-    "huge_int_time_limit": '{"verifier": "code", "task": {"language": "python", "time_limit_s": %s, '
-                           '"io_cases": [{"stdin": "", "stdout": "1"}]}, "response": "```python\\nprint(1)\\n```"}'
-                           % HUGE_INT,
+    "huge_int_failure_value": f'{{"verifier": "math", "task": {{"answer": "42", "failure_value": {HUGE_INT}}}, "response": "x"}}',  # noqa: E501
+    "huge_int_time_limit": f'{{"verifier": "code", "task": {{"language": "python", "time_limit_s": {HUGE_INT}, '
+                           '"io_cases": [{"stdin": "", "stdout": "1"}]}, "response": "```python\\nprint(1)\\n```"}',
     "huge_int_run_step": '{"verifier": "math", "task": {"answer": "42"}, "response": "x", '
-                         '"run": {"id": "r", "step": %s}}' % HUGE_INT,
-    "huge_int_request_id": '{"verifier": "math", "task": {"answer": "42"}, "response": "x", "request_id": %s}'
-                           % HUGE_INT,
-    "huge_int_answer": '{"verifier": "math", "task": {"answer": %s}, "response": "x"}' % HUGE_INT,
+                         f'"run": {{"id": "r", "step": {HUGE_INT}}}}}',
+    "huge_int_request_id": f'{{"verifier": "math", "task": {{"answer": "42"}}, "response": "x", "request_id": {HUGE_INT}}}',  # noqa: E501
+    "huge_int_answer": f'{{"verifier": "math", "task": {{"answer": {HUGE_INT}}}, "response": "x"}}',
     "huge_exponent": '{"verifier": "math", "task": {"answer": "42", "failure_value": 1e-99999}, "response": "x"}',
     "nul_request_id": '{"verifier": "math", "task": {"answer": "42"}, "response": "x", "request_id": "a\\u0000b"}',
     "nul_verifier": '{"verifier": "math\\u0000", "task": {"answer": "42"}, "response": "x"}',
@@ -140,7 +137,7 @@ ODD_BODIES = {
     "top_level_array": '[{"verifier": "math", "task": {"answer": "42"}, "response": "x"}]',
     "top_level_string": '"verify"',
     "response_object_tokens_huge": '{"verifier": "math", "task": {"answer": "42"}, '
-                                   '"response": {"text": "x", "tokens": %s}}' % HUGE_INT,
+                                   f'"response": {{"text": "x", "tokens": {HUGE_INT}}}}}',
     "response_object_bad_finish": '{"verifier": "math", "task": {"answer": "42"}, '
                                   '"response": {"text": "x", "finish_reason": {"a": 1}}}',
     "overlong_unicode_escape": '{"verifier": "math", "task": {"answer": "42"}, "response": "\\ud83d\\ude00\\udc00"}',
@@ -161,7 +158,7 @@ def test_odd_json_is_never_a_5xx(server: AppServer, name: str):
 @pytest.mark.parametrize("value", [HUGE_INT, "1e400", "-0", "true", '"5"', "null", "[1]"])
 def test_odd_numbers_in_a_group_are_a_4xx_naming_the_field(server: AppServer, value: str):
     raw = ('{"groups": [{"verifier": "math", "task": {"answer": "42"}, "responses": ["x"]}], '
-           '"advantage": {"scale": "group", "eps": %s}}' % value)
+           f'"advantage": {{"scale": "group", "eps": {value}}}}}')
     with server.client(server.create_key("reward")) as c:
         reply = c.post("/v1/groups", content=raw.encode(), headers={"Content-Type": "application/json"})
         assert reply.status_code < 500, (value, reply.text[:500])
@@ -199,7 +196,7 @@ def test_a_registered_task_cannot_be_rewritten_through_the_api(server: AppServer
     same content and other hidden fields, never changes what the id means."""
     with server.client(server.admin_key) as c:
         task_id = f"fixed-{uuid.uuid4().hex[:8]}"
-        assert c.post("/v1/tasks", json={"task_id": task_id, "verifier": "math", "task": {"answer": "3"}}).status_code == 201
+        assert c.post("/v1/tasks", json={"task_id": task_id, "verifier": "math", "task": {"answer": "3"}}).status_code == 201  # noqa: E501
         for body in ({"task_id": task_id, "verifier": "math", "task": {"answer": "4"}},
                      {"task_id": task_id, "verifier": "math", "task": {"answer": "3"}, "hide": []},
                      {"task_id": task_id, "verifier": "code", "task": {"language": "python",
@@ -248,7 +245,7 @@ class _ReplayProxy(httpx.BaseTransport):
         answer = self.inner.handle_request(request)
         answer.read()
         body = json.loads(request.content)
-        response = body.get("response")
+        response = body.get("response") or json.dumps([g["responses"] for g in body.get("groups", [])])
         if self.replay and response in self.kept:
             return httpx.Response(200, content=self.kept[response], headers={"Content-Type": "application/json"})
         if answer.status_code == 200:
@@ -256,33 +253,83 @@ class _ReplayProxy(httpx.BaseTransport):
         return httpx.Response(answer.status_code, content=answer.content, headers=dict(answer.headers))
 
 
+def _public_key(server: AppServer) -> str:
+    return server.client().get("/v1/receipts/key").json()["public_key"]
+
+
 def test_a_replayed_genuine_receipt_is_refused_by_the_trainer_client(server: AppServer):
     """The response "\\boxed{42}" is right for task A and wrong for task B. A proxy that
     kept the genuine, signed answer for A hands it back when the trainer verifies the same
-    text against B: the receipt is genuine and names that response, but it is for another
-    task and another request. The trainer client must refuse it."""
-    key = server.client().get("/v1/receipts/key").json()
-    public = key.get("public_key") or key.get("key") or key
+    text against B: the receipt is genuine and names that response, but it answered another
+    request. The trainer client refuses it, for /v1/verify and for /v1/groups."""
     proxy = _ReplayProxy(server.transport)
-    with RewardClient(server.url, server.create_key("reward"), transport=proxy, receipt_key=public if isinstance(
-            public, str) else json.dumps(public)) as client:
-        first = client.verify("math", RIGHT, task={"answer": "42"})
-        assert first.reward == 1.0
+    with RewardClient(server.url, server.create_key("reward"), transport=proxy,
+                      receipt_key=_public_key(server)) as client:
+        assert client.verify("math", RIGHT, task={"answer": "42"}).reward == 1.0
+        group = {"verifier": "math", "task": {"answer": "42"}, "responses": [RIGHT, WRONG]}
+        assert [r.reward for r in client.score_groups([group])[0].results] == [1.0, 0.0]
         proxy.replay = True
-        with pytest.raises(ReceiptError):
+        with pytest.raises(ReceiptError, match="another request"):
             client.verify("math", RIGHT, task={"answer": "43"})
+        with pytest.raises(ReceiptError, match="another request"):
+            client.score_groups([{**group, "task": {"answer": "41"}}])
         # A proxy that replays nothing: the honest exchange is accepted.
         proxy.replay = False
-        honest = client.verify("math", "\\boxed{43}", task={"answer": "43"})
-        assert honest.reward == 1.0
+        assert client.verify("math", "\\boxed{43}", task={"answer": "43"}).reward == 1.0
+        # The caller's own request_id, sent again, is answered by its logged record: accepted.
+        assert client.verify("math", RIGHT, task={"answer": "42"}, request_id="mine").reward == 1.0
+        assert client.verify("math", RIGHT, task={"answer": "42"}, request_id="mine").reward == 1.0
+    # A client that never saw the kept answer (a new process) refuses it by its age: signed
+    # before the request was sent, by more than the allowance for the clocks (0 s here).
+    proxy.replay = True
+    with RewardClient(server.url, server.create_key("reward"), transport=proxy, receipt_key=_public_key(server),
+                      receipt_max_age_s=0.0) as fresh:
+        with pytest.raises(ReceiptError, match="before this request was sent"):
+            fresh.verify("math", RIGHT, task={"answer": "44"})
+        proxy.replay = False
+        assert fresh.verify("math", "\\boxed{44}", task={"answer": "44"}).reward == 1.0
+
+
+class _SpliceProxy(httpx.BaseTransport):
+    """Answers a group with a genuine result of another group spliced in: the proxy itself
+    asks the service (with the trainer's own headers) for the same response on another task
+    whose answer it also is, so every receipt is valid, names the response sent, carries the
+    same reward, and was never seen by the client."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner, self.splice = inner, False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        answer = self.inner.handle_request(request)
+        answer.read()
+        if not self.splice:
+            return httpx.Response(answer.status_code, content=answer.content, headers=dict(answer.headers))
+        body = json.loads(request.content)
+        other = {"groups": [{**body["groups"][0], "task": {"answer": "42.0"}}]}
+        side = self.inner.handle_request(httpx.Request("POST", request.url, json=other, headers={
+            "Authorization": request.headers["Authorization"]}))
+        side.read()
+        data = json.loads(answer.content)
+        data["groups"][0]["results"][1] = json.loads(side.content)["groups"][0]["results"][1]
+        return httpx.Response(200, json=data)
+
+
+def test_a_group_of_spliced_genuine_results_is_refused(server: AppServer):
+    proxy = _SpliceProxy(server.transport)
+    group = {"verifier": "math", "task": {"answer": "42"}, "responses": [RIGHT, RIGHT]}
+    with RewardClient(server.url, server.create_key("reward"), transport=proxy,
+                      receipt_key=_public_key(server)) as client:
+        proxy.splice = True
+        with pytest.raises(ReceiptError, match="more than one task"):
+            client.score_groups([group])
+        proxy.splice = False
+        assert [r.reward for r in client.score_groups([group])[0].results] == [1.0, 1.0]
 
 
 def test_a_forged_receipt_is_refused(server: AppServer):
-    key = server.client().get("/v1/receipts/key").json()
-    public = key.get("public_key") or key.get("key") or key
     from trainer_client.receipts import ReceiptKey, check_result
 
-    rk = ReceiptKey.parse(public if isinstance(public, str) else json.dumps(public))
+    rk = ReceiptKey.parse(_public_key(server))
     with server.client(server.create_key("reward")) as c:
         wrong = c.post("/v1/verify", json={"verifier": "math", "task": MATH_TASK, "response": WRONG}).json()
     forged = json.loads(json.dumps(wrong))

@@ -94,7 +94,7 @@ def test_postgres_statements_that_reach_past_their_instance(tmp_path):
     other instances' rows through the catalog, files, sleeping with the timeout lifted,
     session-level locks and settings that would outlive the statement."""
     attacks = [
-        "SELECT avg(salary) FROM emp WHERE pg_sleep(0) IS NOT NULL AND set_config('statement_timeout', '0', false) IS NOT NULL",
+        "SELECT avg(salary) FROM emp WHERE pg_sleep(0) IS NOT NULL AND set_config('statement_timeout', '0', false) IS NOT NULL",  # noqa: E501
         "SELECT pg_advisory_lock(1)",
         "SELECT set_config('search_path', 'pg_catalog', false)",
         "SELECT string_agg(schemaname || '.' || tablename, ',') FROM pg_tables",
@@ -143,7 +143,7 @@ TOOL_ATTACKS = {
     "claims_outputs_only": dumps_trace([], "Done, your balance is 450."),
     "nan_amount": "```json\n" + '{"calls": [{"tool": "transfer", "args": {"from_account": "A2", "to_account": "A1", '
                   '"amount": NaN}}, ' + json.dumps(GOLD) + '], "final_message": "450"}' + "\n```",
-    "infinity_amount": "```json\n" + '{"calls": [{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", '
+    "infinity_amount": "```json\n" + '{"calls": [{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2", '  # noqa: E501
                        '"amount": Infinity}}], "final_message": "450"}' + "\n```",
     "huge_amount": dumps_trace([{"tool": "transfer", "args": {"from_account": "A4", "to_account": "A1",
                                                                "amount": 10 ** 30}}, GOLD]),
@@ -156,7 +156,7 @@ TOOL_ATTACKS = {
     "tool_name_variants": raw_trace([{"tool": name, "args": {"account_id": "A2"}}
                                      for name in ("Freeze_account", "freeze_account ", "freeze_account\u0000",
                                                   "bank.freeze_account", "__class__", "_freeze_account")] + [GOLD]),
-    "steal_from_A2_by_swapped_sign": dumps_trace([{"tool": "transfer", "args": {"from_account": "A2", "to_account": "A1",
+    "steal_from_A2_by_swapped_sign": dumps_trace([{"tool": "transfer", "args": {"from_account": "A2", "to_account": "A1",  # noqa: E501
                                                                                 "amount": 500}}]),
     "bool_and_float_amount": dumps_trace([{"tool": "transfer", "args": {"from_account": "A1", "to_account": "A2",
                                                                         "amount": True}},
