@@ -11,6 +11,7 @@ Python modules that fight the harness. Every attack gets no reward and a verdict
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
@@ -40,9 +41,11 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield s
 
 
-def run_group(server: AppServer, task: dict, responses: list[str]) -> tuple[list[dict], str]:
+def run_group(server: AppServer, task: dict | str, responses: list[str]) -> tuple[list[dict], str]:
+    """`task`: inline, or the id of a registered one (then a reward key gets feedback only)."""
+    ref = {"task_id": task} if isinstance(task, str) else {"task": task}
     with server.client(server.reward_key, timeout=600) as c:  # type: ignore[attr-defined]
-        reply = c.post("/v1/groups", json={"groups": [{"verifier": "code", "task": task, "responses": responses}]})
+        reply = c.post("/v1/groups", json={"groups": [{"verifier": "code", **ref, "responses": responses}]})
     assert reply.status_code == 200, reply.text[:2000]
     return reply.json()["groups"][0]["results"], reply.text
 
@@ -215,11 +218,26 @@ int main(void) {
 '''
 
 
+def register(server: AppServer, task_id: str, task: dict) -> str:
+    with server.client() as c:
+        reply = c.post("/v1/tasks", json={"task_id": task_id, "verifier": "code", "task": task})
+    assert reply.status_code == 201, reply.text
+    return task_id
+
+
+# The positive control: a visible case's wrong output is shown, so a hidden input the
+# hunt found would be seen.
+SHOWN_C = '#include <stdio.h>\nint main(void){long long a,b;scanf("%lld %lld",&a,&b);printf("%lld 123456789\\n",a+b);}\n'
+
+
 def test_a_program_cannot_show_other_cases_hidden_inputs_in_feedback(server):
-    results, body = run_group(server, SUM_TASK, [fenced("c", HUNT_C), fenced("c", HONEST_SUM["c"])])
+    task_id = register(server, "rt7-sum-c", SUM_TASK)
+    results, body = run_group(server, task_id, [fenced("c", HUNT_C), fenced("c", SHOWN_C),
+                                                fenced("c", HONEST_SUM["c"])])
     assert_no_reward(results[0])
     assert str(HIDDEN_A) not in body and str(HIDDEN_B) not in body, body[:3000]
-    assert results[1]["reward"] == 1.0, results[1]
+    assert "123456789" in json.dumps(results[1]), results[1]  # the probe is not vacuous
+    assert results[2]["reward"] == 1.0, results[2]
 
 
 HUNT_PY = r'''
@@ -257,10 +275,13 @@ def test_a_python_program_cannot_show_other_cases_hidden_inputs(server):
             "io_cases": [{"stdin": f"{HIDDEN_A} 1\n", "stdout": f"{HIDDEN_A + 1}\n"},
                          {"stdin": f"{HIDDEN_B} 2\n", "stdout": f"{HIDDEN_B + 2}\n"}]}
     honest = "a, b = map(int, input().split())\nprint(a + b)\n"
-    results, body = run_group(server, task, [fenced("python", HUNT_PY), fenced("python", honest)])
+    shown = "a, b = map(int, input().split())\nprint(a + b, 123456789)\n"
+    results, body = run_group(server, register(server, "rt7-sum-py", task),
+                              [fenced("python", HUNT_PY), fenced("python", shown), fenced("python", honest)])
     assert_no_reward(results[0])
     assert str(HIDDEN_A) not in body and str(HIDDEN_B) not in body, body[:3000]
-    assert results[1]["reward"] == 1.0, results[1]
+    assert "123456789" in json.dumps(results[1]), results[1]  # the probe is not vacuous
+    assert results[2]["reward"] == 1.0, results[2]
 
 
 # ------------------------------------------ a program that rewrites its own cached build
