@@ -227,7 +227,8 @@ def register(server: AppServer, task_id: str, task: dict) -> str:
 
 # The positive control: a visible case's wrong output is shown, so a hidden input the
 # hunt found would be seen.
-SHOWN_C = '#include <stdio.h>\nint main(void){long long a,b;scanf("%lld %lld",&a,&b);printf("%lld 123456789\\n",a+b);}\n'
+SHOWN_C = ('#include <stdio.h>\nint main(void){long long a,b;scanf("%lld %lld",&a,&b);'
+           'printf("%lld 123456789\\n",a+b);}\n')
 
 
 def test_a_program_cannot_show_other_cases_hidden_inputs_in_feedback(server):
