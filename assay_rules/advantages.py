@@ -40,6 +40,8 @@ def group_advantages(rewards: Sequence[float | None], include: Sequence[bool] | 
     mean = sum(counted) / len(counted)
     dof = len(counted) - 1 if bessel else len(counted)
     std = math.sqrt(sum((r - mean) ** 2 for r in counted) / dof) if dof > 0 else 0.0
-    denom = 1.0 if scale == "none" else std + eps
+    # eps may be 0 (a caller's choice): then a group whose rewards are all equal has std 0,
+    # and every r - mean is exactly 0 too, so its advantages are 0, not a division by zero.
+    denom = 1.0 if scale == "none" else (std + eps) or 1.0
     advantages = [(r - mean) / denom if k else None for r, k in zip(rewards, keep, strict=True)]  # type: ignore[operator]
     return GroupStats(advantages, mean, std, is_zero_variance(counted), len(counted))

@@ -32,6 +32,8 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
+from service.nul_text import NulSafeText
+
 
 class Base(DeclarativeBase):
     pass
@@ -109,7 +111,7 @@ class RecordRow(Chained, Base):
     verifier: Mapped[str] = mapped_column(String(64))
     verifier_version: Mapped[str] = mapped_column(String(32))
     response_hash: Mapped[str] = mapped_column(String(64))
-    response: Mapped[str | None] = mapped_column(Text)
+    response: Mapped[str | None] = mapped_column(NulSafeText)  # U+0000 kept on Postgres too (service/nul_text.py)
     components: Mapped[dict] = mapped_column(JSON)
     reward: Mapped[float] = mapped_column(Float)
     verdict: Mapped[str] = mapped_column(String(32))
@@ -159,7 +161,7 @@ class LabelRow(Chained, Base):
     label: Mapped[str] = mapped_column(String(16))  # agree | disagree | exploit
     corrected_verdict: Mapped[str | None] = mapped_column(String(32))
     pattern: Mapped[str | None] = mapped_column(String(100))
-    note: Mapped[str | None] = mapped_column(Text)
+    note: Mapped[str | None] = mapped_column(NulSafeText)
 
 
 class EvalRow(Chained, Base):

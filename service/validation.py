@@ -41,17 +41,39 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# Where a request may carry U+0000: content stored as JSON (tasks, OpenRLHF labels, tool
+# arguments) and free text stored in NUL-safe columns (service/nul_text.py: a response, a
+# label's note). Anywhere else (ids, names, finish reasons) a NUL is refused: Postgres text
+# cannot hold it, and it was a 500/503 for the whole request.
+_CONTENT_KEYS = frozenset({"task", "tasks", "labels", "args", "initial_state"})
+_TEXT_KEYS = frozenset({"response", "text", "note", "final_message", "reference"})
+_TEXT_LISTS = frozenset({"responses", "query", "prompts"})
+
+
+def _nul_scope(key: Any, child: Any, scope: str) -> str:
+    """Where U+0000 may stand under `key`: "content" (anywhere below), "text" (in the string
+    itself, or the strings of a list), or "" (nowhere)."""
+    if scope == "content" or key in _CONTENT_KEYS:
+        return "content"
+    if key in _TEXT_KEYS and isinstance(child, str) or key in _TEXT_LISTS and isinstance(child, list):
+        return "text"
+    return ""
+
+
 def bad_value(value: Any, path: str = "") -> str | None:
     """The first problem in a JSON value, as "where: what", or None: a lone surrogate in a
     string or a key (JSON's `\\ud800` escapes allow them, but they are not Unicode text:
-    they cannot be hashed, stored or sent), or a number that is not finite (NaN, 1e400)."""
-    stack: list[tuple[str, Any]] = [(path, value)]
+    they cannot be hashed, stored or sent), a NUL outside content and free text (above),
+    or a number that is not finite (NaN, 1e400)."""
+    stack: list[tuple[str, Any, str]] = [(path, value, "")]
     while stack:
-        where, item = stack.pop()
+        where, item, scope = stack.pop()
         if isinstance(item, str):
             if _LONE_SURROGATE.search(item):
                 return f"{printable(where) or 'body'}: holds a lone surrogate (\\ud800-\\udfff), which is not " \
                        "valid Unicode text"
+            if not scope and "\x00" in item:
+                return f"{printable(where) or 'body'}: holds a NUL character (U+0000), which this field may not hold"
         elif isinstance(item, float):
             if not math.isfinite(item):
                 return f"{printable(where) or 'body'}: must be a finite number (NaN and infinities are not)"
@@ -62,10 +84,14 @@ def bad_value(value: Any, path: str = "") -> str | None:
                 if isinstance(key, str) and _LONE_SURROGATE.search(key):
                     return f"{printable(inner)}: this key holds a lone surrogate (\\ud800-\\udfff), which is not " \
                            "valid Unicode text"
-                children.append((inner, child))
+                if isinstance(key, str) and scope != "content" and "\x00" in key:
+                    return f"{printable(inner)}: this key holds a NUL character (U+0000)"
+                children.append((inner, child, _nul_scope(key, child, scope)))
             stack += reversed(children)
         elif isinstance(item, list | tuple):
-            stack += reversed([(f"{where}[{i}]", child) for i, child in enumerate(item)])
+            # In a list of free text, strings are free text and objects ({text, ...}) are judged per key.
+            stack += reversed([(f"{where}[{i}]", child, scope if scope == "content" or isinstance(child, str) else "")
+                               for i, child in enumerate(item)])
     return None
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from trainer_client.receipts import ReceiptError, ReceiptKey, check_result
+from trainer_client.receipts import ReceiptError, ReceiptKey, ReplayGuard, check_result
 from trainer_client.results import (
     Generation,
     Group,
@@ -190,12 +190,21 @@ def _text(response: str | Generation) -> str:
     return response if isinstance(response, str) else response.text
 
 
-def _check_group(part: _Part, group: dict[str, Any], key: ReceiptKey, scale: str, eps: float) -> None:
-    """Every result's receipt, and the group's rewards and advantages against the signed rewards."""
+def _check_group(part: _Part, group: dict[str, Any], key: ReceiptKey, scale: str, eps: float,
+                 guard: ReplayGuard | None = None, call: tuple[str, datetime] | None = None) -> None:
+    """Every result's receipt, and the group's rewards and advantages against the signed rewards;
+    with `guard`, that no receipt answered another request (`call`: this one's token and start)
+    and that the group's results are about one task."""
     results, responses = group.get("results") or [], part.group.responses
     if len(results) != len(responses):
         raise ReceiptError("the service returned a different number of results than responses")
-    signed = [float(check_result(r, key, _text(t))["reward"]) for r, t in zip(results, responses, strict=True)]
+    payloads = [check_result(r, key, _text(t)) for r, t in zip(results, responses, strict=True)]
+    if len({p["task_hash"] for p in payloads}) > 1:
+        raise ReceiptError("the group's receipts name more than one task: results of other groups spliced in")
+    if guard is not None and call is not None:
+        for payload in payloads:
+            guard.accept(payload, call[0], call[1])
+    signed = [float(p["reward"]) for p in payloads]
     if [float(r) if r is not None else None for r in group.get("rewards", signed)] != signed:
         raise ReceiptError(f"the group's rewards {group.get('rewards')} differ from the signed rewards {signed}")
     counted = [None if r.get("verdict") == "error" or r.get("masked") else v
@@ -208,14 +217,15 @@ def _check_group(part: _Part, group: dict[str, Any], key: ReceiptKey, scale: str
 
 
 def _parse_groups(parts: list[_Part], data: dict[str, Any], key: ReceiptKey | None = None, scale: str = "group",
-                  eps: float = 1e-4) -> list[GroupResult]:
+                  eps: float = 1e-4, guard: ReplayGuard | None = None,
+                  call: tuple[str, datetime] | None = None) -> list[GroupResult]:
     raw = data.get("groups")
     if not isinstance(raw, list) or len(raw) != len(parts):
         raise RewardRequestError(200, f"malformed groups response: {str(data)[:300]}")
     if key is not None:
         for p, g in zip(parts, raw, strict=True):
             if not (isinstance(g, dict) and isinstance(g.get("error"), dict)):
-                _check_group(p, g if isinstance(g, dict) else {}, key, scale, eps)
+                _check_group(p, g if isinstance(g, dict) else {}, key, scale, eps, guard, call)
     # A group whose task the service found invalid has no results: its responses count as
     # errors (no reward, no advantage), named by the service's message.
     results = [_failed([p], "task_invalid", str(g["error"].get("message")))[0]
@@ -256,11 +266,14 @@ class _Base:
         eps: float = 1e-4,
         run_id: str | None = None,
         receipt_key: str | bytes | ReceiptKey | None = None,
+        receipt_max_age_s: float | None = 300.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         # Receipts are checked when a key is given (or ASSAY_RECEIPT_KEY is set; "" turns it off).
         key = os.environ.get("ASSAY_RECEIPT_KEY") if receipt_key is None else receipt_key
         self.receipt_key = ReceiptKey.parse(key) if key else None
+        # A genuine receipt handed back for another request (receipts.ReplayGuard).
+        self.replay_guard = ReplayGuard(max_age_s=receipt_max_age_s)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.max_responses_per_request = max_responses_per_request
         self.max_groups_per_request = max_groups_per_request
@@ -338,11 +351,14 @@ class _Base:
         self.stats.add(failed_requests=1)
         return None, reason
 
-    def _verify_result(self, data: dict[str, Any] | None, reason: str, response: str) -> ResponseResult:
+    def _verify_result(self, data: dict[str, Any] | None, reason: str, response: str, request_id: str,
+                       sent_at: datetime | None) -> ResponseResult:
+        """`sent_at`: when the call began, None when the caller named its request_id (the
+        record logged for that id earlier is then the right answer)."""
         if data is None:
             return client_error_result(reason, "request failed")
         if self.receipt_key is not None:
-            check_result(data, self.receipt_key, response)
+            self.replay_guard.accept(check_result(data, self.receipt_key, response), f"verify:{request_id}", sent_at)
         return ResponseResult.model_validate(data)
 
     def _checked_eval(self, data: dict[str, Any], responses: int) -> dict[str, Any]:
@@ -406,10 +422,11 @@ class RewardClient(_Base):
         plan = self._plan(groups)
 
         def send(parts: list[_Part]) -> list[GroupResult]:
+            call = (f"groups:{uuid.uuid4().hex}", datetime.now(UTC))
             data, reason = self._post("/v1/groups", _body(parts, self.scale, self.eps, self.run_tag()))
             if data is None:
                 return _failed(parts, reason, f"request failed after {self.retry.max_attempts} attempts")
-            return _parse_groups(parts, data, self.receipt_key, self.scale, self.eps)
+            return _parse_groups(parts, data, self.receipt_key, self.scale, self.eps, self.replay_guard, call)
 
         if len(plan) == 1:
             answers = [send(plan[0])]
@@ -422,9 +439,10 @@ class RewardClient(_Base):
 
     def verify(self, verifier: str, response: str, *, task: dict[str, Any] | None = None,
                task_id: str | None = None, request_id: str | None = None) -> ResponseResult:
+        sent_at = None if request_id is not None else datetime.now(UTC)
         body = self._verify_body(verifier, response, task, task_id, request_id)
         data, reason = self._post("/v1/verify", body)
-        result = self._verify_result(data, reason, response)
+        result = self._verify_result(data, reason, response, body["request_id"], sent_at)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result
 
@@ -501,10 +519,11 @@ class AsyncRewardClient(_Base):
         plan = self._plan(groups)
 
         async def send(parts: list[_Part]) -> list[GroupResult]:
+            call = (f"groups:{uuid.uuid4().hex}", datetime.now(UTC))
             data, reason = await self._post("/v1/groups", _body(parts, self.scale, self.eps, self.run_tag()))
             if data is None:
                 return _failed(parts, reason, f"request failed after {self.retry.max_attempts} attempts")
-            return _parse_groups(parts, data, self.receipt_key, self.scale, self.eps)
+            return _parse_groups(parts, data, self.receipt_key, self.scale, self.eps, self.replay_guard, call)
 
         answers = list(await asyncio.gather(*(send(p) for p in plan)))
         out = _assemble(groups, plan, answers, self.scale, self.eps)
@@ -513,8 +532,9 @@ class AsyncRewardClient(_Base):
 
     async def verify(self, verifier: str, response: str, *, task: dict[str, Any] | None = None,
                      task_id: str | None = None, request_id: str | None = None) -> ResponseResult:
+        sent_at = None if request_id is not None else datetime.now(UTC)
         body = self._verify_body(verifier, response, task, task_id, request_id)
         data, reason = await self._post("/v1/verify", body)
-        result = self._verify_result(data, reason, response)
+        result = self._verify_result(data, reason, response, body["request_id"], sent_at)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result

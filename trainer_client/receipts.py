@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from assay_rules.canonical import canonical_json, key_id_of, response_hash
@@ -123,3 +126,45 @@ def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | Non
     if response is not None and payload["response_hash"] != response_hash(response):
         raise ReceiptError(f"{where}: the receipt is for another response than the one sent")
     return payload
+
+
+class ReplayGuard:
+    """Refuses a genuine receipt handed back for another request than the one it answered.
+
+    A receipt binds its record, task and response, not the request: a proxy that kept a
+    genuine answer could hand it back when the same response text is verified again (for
+    another task, at a later step), and every byte would verify. So the client remembers
+    which request it accepted each record id for (the newest `capacity` of them) and refuses
+    a record id it already accepted for another request; and it refuses a receipt older
+    than the request that asked for it by more than `max_age_s` (an allowance for the two
+    clocks' difference; None turns it off), which covers answers kept from before this
+    process started. A request that names its own `request_id` may be answered by the
+    record logged for that id earlier, so only the first check applies to it.
+    """
+
+    def __init__(self, max_age_s: float | None = 300.0, capacity: int = 200_000) -> None:
+        self.max_age = None if max_age_s is None else timedelta(seconds=max_age_s)
+        self.capacity = capacity
+        self._seen: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def accept(self, payload: Mapping[str, Any], request: str, sent_at: datetime | None) -> None:
+        """`request`: what identifies the request (its request_id, or one token per call);
+        `sent_at`: when it was first sent (aware UTC), None when an older record may answer it."""
+        record_id = str(payload.get("record_id"))
+        if sent_at is not None and self.max_age is not None:
+            try:
+                signed_at = datetime.fromisoformat(str(payload.get("time")))
+            except ValueError:
+                raise ReceiptError(f"record {record_id!r}: the receipt's time is not a time") from None
+            if signed_at.tzinfo is None or signed_at < sent_at - self.max_age:
+                raise ReceiptError(f"record {record_id!r}: the receipt was signed at {payload.get('time')}, before "
+                                   f"this request was sent: an earlier answer handed back")
+        with self._lock:
+            before = self._seen.get(record_id)
+            if before is not None and before != request:
+                raise ReceiptError(f"record {record_id!r}: this receipt already answered another request")
+            self._seen[record_id] = request
+            self._seen.move_to_end(record_id)
+            while len(self._seen) > self.capacity:
+                self._seen.popitem(last=False)
