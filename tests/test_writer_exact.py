@@ -44,7 +44,8 @@ def _rows(blob: TaskBlobRow) -> list[RecordRow]:
                   submission_index=1, created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=5)))),
         # a single answer: no group, fewer columns set (the defaults apply: created_at, masked)
         RecordRow(id=new_record_id(), **base, response="", components={"c": {"value": 0.25}}, reward=0.25,
-                  verdict="error", evidence={"reason": "x" * 5000}, flags=[], duration_ms=0.0, request_id=f"req-{new_record_id()}"),
+                  verdict="error", evidence={"reason": "x" * 5000}, flags=[], duration_ms=0.0,
+                  request_id=f"req-{new_record_id()}"),
     ]
 
 
