@@ -44,7 +44,7 @@ class Placement:
 def record_of(resolved: Resolved, scored: Scored, caller_key_id: str | None, backend: str, at: Placement,
               retain_response: bool, stats: GroupStats | None = None, index: int = 0) -> RecordRow:
     response = scored.generation.text
-    row = _new_record(
+    return _new_record(
         id=new_record_id(),
         created_at=datetime.now(UTC),  # before the receipt is signed, which names the time
         request_id=at.request_id,
@@ -76,11 +76,10 @@ def record_of(resolved: Resolved, scored: Scored, caller_key_id: str | None, bac
         eval_id=at.eval_id,
         run_id=at.run.id if at.run else None,
         run_step=at.run.step if at.run else None,
+        # the record keeps what the caller was told about its group (the viewer shows it)
+        **({} if stats is None else dict(advantage=stats.advantages[index], group_mean=stats.mean,
+                                         group_std=stats.std, group_zero_variance=stats.zero_variance)),
     )
-    if stats is not None:  # the record keeps what the caller was told about its group (the viewer shows it)
-        row.advantage, row.group_mean, row.group_std = stats.advantages[index], stats.mean, stats.std
-        row.group_zero_variance = stats.zero_variance
-    return row
 
 
 _RECORDS = RecordRow._sa_class_manager  # type: ignore[attr-defined]
