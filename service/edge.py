@@ -7,7 +7,8 @@ In order, before the application reads a byte of the body:
 2. The body is read up to `max_body_bytes`, whether declared by Content-Length or sent
    chunked; one byte more is a 413 naming the limit.
 3. A JSON body may nest at most `max_json_depth` arrays and objects (422 otherwise):
-   measured on the bytes, before any parser recurses into it.
+   measured on the bytes, before any parser recurses into it; an integer literal longer
+   than Python reads (4,300 digits) is a 422 naming its field.
 
 The request then reaches the app with its body buffered, the caller found here (routes
 reuse it instead of reading the key again) and the request limits set for the models'
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -25,12 +27,15 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.auth import CALLER_SCOPE_KEY, NOT_READ, Caller, authenticate, authenticate_on_loop
-from service.validation import RequestLimits, request_limits
+from service.validation import RequestLimits, bad_value, parse_long_integers, request_limits
 
 # A JSON string, escapes included (the unrolled form: no backtracking on long strings).
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
 _INNERMOST = re.compile(rb"\[\]|\{\}")
+# An integer literal longer than Python converts (4,300 digits by default): the lookbehind
+# starts a match only where a run of digits starts, so a scan is linear in the body.
+_LONG_INTEGER = re.compile(rb"(?<![0-9])[0-9]{%d}" % (sys.get_int_max_str_digits() + 1))
 # Bodies larger than this have their depth measured on a worker thread.
 _SCAN_INLINE_BYTES = 64 * 1024
 
@@ -101,6 +106,7 @@ class EdgeGuard:
                 return  # the client went away
             if body.lstrip()[:1] in (b"{", b"["):
                 await self._check_depth(body)
+                _check_integers(body)
         except _Refused as refused:
             await _answer(send, refused.status, refused.detail, refused.headers)
             return
@@ -146,6 +152,22 @@ class EdgeGuard:
         if deep:
             raise _Refused(422, f"body: JSON nested too deep (more than max_json_depth = {limit} levels of "
                                 "arrays and objects)")
+
+
+def _check_integers(body: bytes) -> None:
+    """An integer literal too long for Python is a 422 naming its field (the parser would
+    raise, and FastAPI answer a 400 naming nothing). Only a body with such a run of digits
+    outside its strings is parsed here."""
+    if sys.get_int_max_str_digits() == 0 or not _LONG_INTEGER.search(body):
+        return
+    if not _LONG_INTEGER.search(_JSON_STRING.sub(b'""', body)):
+        return  # the digits are inside strings
+    try:
+        problem = bad_value(json.loads(body, parse_int=parse_long_integers))
+    except ValueError:
+        return  # not JSON: the app's parser answers
+    if problem is not None:
+        raise _Refused(422, problem)
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:

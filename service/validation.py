@@ -1,5 +1,5 @@
 """Checks every request model runs before it builds anything: valid Unicode everywhere
-(dict keys included), finite numbers, and list lengths within the service's limits.
+(dict keys included), finite numbers, integers Python will read, and list lengths within the service's limits.
 
 The limits come from `Settings` through a context variable that the ASGI guard
 (`service.edge`) sets per request, so a model refuses 110,000 groups before it makes
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,22 @@ def _nul_scope(key: Any, child: Any, scope: str) -> str:
     return ""
 
 
+class TooLongInteger:
+    """What `parse_long_integers` reads for an integer literal Python will not convert (more
+    than `sys.get_int_max_str_digits()` digits): `bad_value` names the field it stands in."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def parse_long_integers(text: str) -> int | TooLongInteger:
+    """`json.loads(..., parse_int=parse_long_integers)`: a JSON integer, or a marker for one
+    too long to convert (the plain parser raises, and FastAPI answers a 400 naming no field)."""
+    digits = len(text.lstrip("-"))
+    limit = sys.get_int_max_str_digits()
+    return TooLongInteger(digits) if limit and digits > limit else int(text)
+
+
 def bad_value(value: Any, path: str = "") -> str | None:
     """The first problem in a JSON value, as "where: what", or None: a lone surrogate in a
     string or a key (JSON's `\\ud800` escapes allow them, but they are not Unicode text:
@@ -74,6 +91,9 @@ def bad_value(value: Any, path: str = "") -> str | None:
                        "valid Unicode text"
             if not scope and "\x00" in item:
                 return f"{printable(where) or 'body'}: holds a NUL character (U+0000), which this field may not hold"
+        elif isinstance(item, TooLongInteger):
+            return f"{printable(where) or 'body'}: an integer of {item.digits} digits (at most " \
+                   f"{sys.get_int_max_str_digits()} are read)"
         elif isinstance(item, float):
             if not math.isfinite(item):
                 return f"{printable(where) or 'body'}: must be a finite number (NaN and infinities are not)"
