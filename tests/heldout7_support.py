@@ -38,9 +38,14 @@ def check_label(result: dict, label: bool) -> None:
 
 
 def case_params(count: int, disagree: dict[int, str]) -> list[Any]:
-    """One pytest param per case index; a case the verifier still disagrees with is a strict
-    xfail with its reason, so a fix that agrees shows up as XPASS (a failure)."""
+    """One pytest param per case index; a case the verifier still disagrees with is named so
+    (its test pins the documented choice, `pinned`)."""
     import pytest
 
-    return [pytest.param(i, marks=[pytest.mark.xfail(strict=True, reason=disagree[i])] if i in disagree else [])
-            for i in range(count)]
+    return [pytest.param(i, id=f"{i}-documented" if i in disagree else str(i)) for i in range(count)]
+
+
+def pinned(label: bool, index: int, disagree: dict[int, str]) -> bool:
+    """The label a case is held to: the blind one, or for a case in `disagree` the documented
+    choice (its opposite, with the reason in `disagree`), so that a change of rule is seen."""
+    return label if index not in disagree else not label
