@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.heldout7_support import case_params, check_label, pinned, judge_one
+from tests.heldout7_support import case_params, check_label, judge_one, pinned
 
 T, F = True, False
 ABCD = {"A": "3", "B": "5", "C": "7", "D": "9"}

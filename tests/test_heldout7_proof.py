@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.heldout7_support import case_params, check_label, pinned, judge_groups
+from tests.heldout7_support import case_params, check_label, judge_groups, pinned
 
 pytestmark = pytest.mark.slow
 

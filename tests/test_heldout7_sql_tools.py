@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from tests.heldout7_support import case_params, check_label, pinned, judge_one
+from tests.heldout7_support import case_params, check_label, judge_one, pinned
 
 T, F = True, False
 
