@@ -52,6 +52,7 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     "rollup_task_hours": READ,
     "rollup_quarters": READ,
     "rollup_run_steps": READ,
+    "rollup_split_groups": READ,
     # issue 27: a run page's computed step figures, stored by the read that computed them
     # (replaced when the step's records change; derived data, never a reward).
     "run_step_figures": WORKING_STATE,

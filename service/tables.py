@@ -425,6 +425,24 @@ class RollupTaskHourRow(Base):
     zv_groups: Mapped[int] = mapped_column(BigInteger)
 
 
+class RollupSplitGroupRow(Base):
+    """Per group whose rows lie in more than one UTC hour, its tallies per hour (revision 0019):
+    task statistics over a time window count such a group once (service/task_stats.py);
+    written by the records' insert path (service/audit_rollups.py)."""
+
+    __tablename__ = "rollup_split_groups"
+    __table_args__ = (Index("ix_rollup_split_groups_hour", "hour"),)
+    group_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    caller_key_id: Mapped[str] = mapped_column(String(64), primary_key=True)  # '' without a key
+    task_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # '' for an inline task
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch hours (UTC)
+    verifier: Mapped[str] = mapped_column(String(64))
+    judged: Mapped[int] = mapped_column(BigInteger)
+    cor_min: Mapped[float | None] = mapped_column(Float)
+    cor_max: Mapped[float | None] = mapped_column(Float)
+
+
 class RecordKeyRow(Base):
     """Postgres: the records' unique keys (a partitioned table's unique index must hold the
     partition key, so uniqueness of id, request, response index and chain position lives

@@ -99,7 +99,8 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
     """The whole hours inside the window from `rollup_task_hours`, the partial hours at its edges
     from the records (at most an hour's records each), added up per task by the database in one
     statement (one aggregation, ordered by first attempt, limited there). A group whose records
-    straddle an hour boundary counts in each hour it has records in."""
+    in the window lie in more than one part (hours, edges) counts once: `_split_sql` corrects the
+    parts' group tallies from `rollup_split_groups` and the edges' records (revision 0019)."""
     first = math.ceil(since.timestamp() / HOUR) if since is not None else None
     end = math.floor(until.timestamp() / HOUR) if until is not None else None
     if first is not None and end is not None and first >= end:  # no whole hour inside: the records
@@ -124,12 +125,15 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
     parts = [f"SELECT h.task_hash, h.task_id AS tid, h.verifier, {', '.join(f'h.{c}' for c in _SUMS)}, h.first_seq "
              f"FROM rollup_task_hours h WHERE {' AND '.join(hours)}"]
     times = []
+    edge_wheres = []
     for i, (lo, hi) in enumerate(edges):
         where = _record_conditions(params, task_id, task_hash, verifier)
         where += [f"r.created_at >= :lo{i}", f"r.created_at < :hi{i}"]
         params[f"lo{i}"], params[f"hi{i}"] = lo, hi
         times += [f"lo{i}", f"hi{i}"]
         parts.append(_per_task_sql(store, where, limit=False))
+        edge_wheres.append(where)
+    parts.append(_split_sql(store, [c.replace("h.", "s.") for c in hours], edge_wheres))
     sums = ", ".join(f"sum({c})" for c in _SUMS)
     sql = (f"SELECT task_hash, tid, min(verifier), {sums}, min(first_seq) AS first_seq FROM (\n"
            + "\nUNION ALL\n".join(parts) + "\n) x GROUP BY task_hash, tid ORDER BY first_seq LIMIT :limit")
@@ -141,6 +145,34 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
         rows = s.execute(stmt, params).all()
     return [_stats(tid or None, th, ver, int(a), int(j), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv))
             for th, tid, ver, a, j, cs, tn, ts, g, zv, _ in rows]
+
+
+def _split_sql(store: AuditStore, split_hours: list[str], edge_wheres: list[list[str]]) -> str:
+    """Per task, the correction for groups whose rows in the window lie in more than one of its
+    parts (whole hours from `rollup_split_groups`, edges from the records): each part counted the
+    group once, with its zero variance over the part's rows; the window counts it once, with its
+    zero variance over all of its rows in the window. Rows in `_SUMS` order (groups, zv_groups
+    only; first_seq NULL)."""
+    d = dialect_sql(store.engine.dialect.name)
+    span = ZERO_VARIANCE_SPAN
+    pieces = [f"SELECT s.group_id AS group_id, s.caller_key_id AS caller, s.task_hash AS task_hash, s.task_id AS tid, "
+              f"s.judged AS judged, s.cor_min AS cmin, s.cor_max AS cmax FROM rollup_split_groups s "
+              f"WHERE {' AND '.join(split_hours)}"]
+    for where in edge_wheres:
+        pieces.append(
+            "SELECT r.group_id, coalesce(r.caller_key_id, ''), r.task_hash, coalesce(r.task_id, ''), count(r.c), "
+            f"min(r.c), max(r.c) FROM (SELECT r.*, {d['corr']} AS c FROM records r "
+            f"WHERE {' AND '.join(where)} AND r.group_id IS NOT NULL) r "
+            "GROUP BY r.group_id, coalesce(r.caller_key_id, ''), r.task_hash, coalesce(r.task_id, '')")
+    zero = f"CASE WHEN judged < 2 OR cmax - cmin <= {span} THEN 1 ELSE 0 END"
+    return f"""
+SELECT task_hash, tid, NULL AS verifier, 0, 0, 0.0, 0, 0, sum(1 - parts), sum(zv_all - zv_parts), NULL AS first_seq
+FROM (
+  SELECT task_hash, tid, count(*) AS parts, sum({zero}) AS zv_parts,
+         CASE WHEN sum(judged) < 2 OR max(cmax) - min(cmin) <= {span} THEN 1 ELSE 0 END AS zv_all
+  FROM ({" UNION ALL ".join(pieces)}) p
+  GROUP BY group_id, caller, task_hash, tid HAVING count(*) > 1
+) c GROUP BY task_hash, tid"""
 
 
 def _stats(task_id: str | None, task_hash: str, verifier: str, attempts: int, judged: int, correct_sum: float,
