@@ -10,6 +10,8 @@
 - Back-fill: one pass over the stored records that belong to a group (no per-run computation;
   ~30 s on the 10M database when its pages are cached, docs/operations.md). Most groups are
   written in one request, so the table stays small (none of the 10M bench's groups cross an hour).
+- `ix_rollup_hours_kind_key` (kind, key, verifier, hour, n): the review queue's strata per hour
+  read from the index alone, not by a scan of every rollup row (~50 ms at 10M records).
 
 Revision ID: 0019
 Revises: 0018
@@ -44,6 +46,8 @@ def upgrade() -> None:
         sa.Column("cor_max", sa.Float, nullable=True),
     )
     op.create_index("ix_rollup_split_groups_hour", "rollup_split_groups", ["hour"])
+    # The review queue's strata per hour from this index alone (280k rollup rows at 10M records: ~1 s).
+    op.create_index("ix_rollup_hours_kind_key", "rollup_hours", ["kind", "key", "verifier", "hour", "n"])
     if bind.dialect.name == "postgresql":
         schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
         for statement in audit_rollups.postgres_trigger_statements(schema):
