@@ -56,6 +56,7 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     # issue 27: a run page's computed step figures, stored by the read that computed them
     # (replaced when the step's records change; derived data, never a reward).
     "run_step_figures": WORKING_STATE,
+    "run_held_out_figures": WORKING_STATE,  # revision 0019: a run's held-out rows, the same way
     "record_keys": READ,
     "audit_archives": READ,
     "alembic_version": READ,

@@ -389,6 +389,21 @@ class RunStepFiguresRow(Base):
     figures: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
+class RunHeldOutFiguresRow(Base):
+    """A training run's held-out rows (revision 0019): per evaluation, task and answer of the run's
+    held-out records, judged / correct / reward sum, and each evaluation's records, as JSON
+    (`figures`), stored by the read that computed them with the change mark then — the run's
+    held-out records and their highest seq (`ix_records_run_eval`) — and the rows' `version`.
+    Valid only while the mark and version are unchanged."""
+
+    __tablename__ = "run_held_out_figures"
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    records: Mapped[int] = mapped_column(BigInteger)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(Integer)
+    figures: Mapped[str] = mapped_column(Text)
+
+
 class RollupTaskRow(Base):
     """Curriculum tallies per task (service/audit_rollups.py); written by a trigger on records."""
 
