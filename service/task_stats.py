@@ -125,17 +125,20 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
     parts = [f"SELECT h.task_hash, h.task_id AS tid, h.verifier, {', '.join(f'h.{c}' for c in _SUMS)}, h.first_seq "
              f"FROM rollup_task_hours h WHERE {' AND '.join(hours)}"]
     times = []
-    edge_wheres = []
+    edge_groups = []
     for i, (lo, hi) in enumerate(edges):
         where = _record_conditions(params, task_id, task_hash, verifier)
         where += [f"r.created_at >= :lo{i}", f"r.created_at < :hi{i}"]
         params[f"lo{i}"], params[f"hi{i}"] = lo, hi
         times += [f"lo{i}", f"hi{i}"]
-        parts.append(_per_task_sql(store, where, limit=False))
-        edge_wheres.append(where)
-    parts.append(_split_sql(store, [c.replace("h.", "s.") for c in hours], edge_wheres))
+        edge_groups.append(_per_group_sql(store, where))
+    with_edges = ""
+    if edge_groups:  # the edges' records read once, per group and edge; summed per task and corrected
+        with_edges = "WITH edge_groups AS (\n" + "\nUNION ALL\n".join(edge_groups) + "\n)\n"
+        parts.append(_per_task_outer("edge_groups"))
+    parts.append(_split_sql(store, [c.replace("h.", "s.") for c in hours], bool(edge_groups)))
     sums = ", ".join(f"sum({c})" for c in _SUMS)
-    sql = (f"SELECT task_hash, tid, min(verifier), {sums}, min(first_seq) AS first_seq FROM (\n"
+    sql = (f"{with_edges}SELECT task_hash, tid, min(verifier), {sums}, min(first_seq) AS first_seq FROM (\n"
            + "\nUNION ALL\n".join(parts) + "\n) x GROUP BY task_hash, tid ORDER BY first_seq LIMIT :limit")
     stmt = text(sql).bindparams(*(bindparam(name, type_=DateTime(timezone=True)) for name in times))
     with store.db() as s:
@@ -147,23 +150,19 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
             for th, tid, ver, a, j, cs, tn, ts, g, zv, _ in rows]
 
 
-def _split_sql(store: AuditStore, split_hours: list[str], edge_wheres: list[list[str]]) -> str:
+def _split_sql(store: AuditStore, split_hours: list[str], edges: bool) -> str:
     """Per task, the correction for groups whose rows in the window lie in more than one of its
-    parts (whole hours from `rollup_split_groups`, edges from the records): each part counted the
+    parts (whole hours from `rollup_split_groups`, edges from `edge_groups`): each part counted the
     group once, with its zero variance over the part's rows; the window counts it once, with its
     zero variance over all of its rows in the window. Rows in `_SUMS` order (groups, zv_groups
     only; first_seq NULL)."""
-    d = dialect_sql(store.engine.dialect.name)
     span = ZERO_VARIANCE_SPAN
     pieces = [f"SELECT s.group_id AS group_id, s.caller_key_id AS caller, s.task_hash AS task_hash, s.task_id AS tid, "
               f"s.judged AS judged, s.cor_min AS cmin, s.cor_max AS cmax FROM rollup_split_groups s "
               f"WHERE {' AND '.join(split_hours)}"]
-    for where in edge_wheres:
-        pieces.append(
-            "SELECT r.group_id, coalesce(r.caller_key_id, ''), r.task_hash, coalesce(r.task_id, ''), count(r.c), "
-            f"min(r.c), max(r.c) FROM (SELECT r.*, {d['corr']} AS c FROM records r "
-            f"WHERE {' AND '.join(where)} AND r.group_id IS NOT NULL) r "
-            "GROUP BY r.group_id, coalesce(r.caller_key_id, ''), r.task_hash, coalesce(r.task_id, '')")
+    if edges:
+        pieces.append("SELECT e.group_id, coalesce(e.caller_key_id, ''), e.task_hash, e.tid, e.judged, e.cmin, e.cmax "
+                      "FROM edge_groups e WHERE e.group_id IS NOT NULL")
     zero = f"CASE WHEN judged < 2 OR cmax - cmin <= {span} THEN 1 ELSE 0 END"
     return f"""
 SELECT task_hash, tid, NULL AS verifier, 0, 0, 0.0, 0, 0, sum(1 - parts), sum(zv_all - zv_parts), NULL AS first_seq
@@ -228,7 +227,11 @@ def _record_conditions(params: dict[str, object], task_id: str | None, task_hash
 def _per_task_sql(store: AuditStore, where: list[str], limit: bool) -> str:
     """(task_hash, tid, verifier, *sums, first_seq) per task of the records matching `where`.
     A task's records without a group form one row of the inner query (group_id NULL), not a group."""
-    d = dialect_sql(store.engine.dialect.name)
+    return _per_task_outer(f"(\n{_per_group_sql(store, where)}\n)", limit)
+
+
+def _per_task_outer(groups: str, limit: bool = False) -> str:
+    """Per task, the sums of `groups` (rows of `_per_group_sql`)."""
     return f"""
 SELECT task_hash, tid, min(verifier) AS verifier, sum(attempts) AS attempts, sum(judged) AS judged,
        sum(correct_sum) AS correct_sum, sum(tokens_n) AS tokens_n, sum(tokens_sum) AS tokens_sum,
@@ -236,11 +239,17 @@ SELECT task_hash, tid, min(verifier) AS verifier, sum(attempts) AS attempts, sum
        sum(CASE WHEN group_id IS NOT NULL AND (judged < 2 OR cmax - cmin <= {ZERO_VARIANCE_SPAN}) THEN 1 ELSE 0 END)
            AS zv_groups,
        min(first_seq) AS first_seq
-FROM (
+FROM {groups} g GROUP BY task_hash, tid{" ORDER BY first_seq LIMIT :limit" if limit else ""}"""
+
+
+def _per_group_sql(store: AuditStore, where: list[str]) -> str:
+    """Per group (task, caller key, group id; a task's records without a group: one row, group_id
+    NULL) of the records matching `where`, its tallies."""
+    d = dialect_sql(store.engine.dialect.name)
+    return f"""
   SELECT r.task_hash AS task_hash, coalesce(r.task_id, '') AS tid, min(r.verifier) AS verifier,
-         r.caller_key_id, r.group_id AS group_id, count(*) AS attempts, count(r.c) AS judged,
+         r.caller_key_id AS caller_key_id, r.group_id AS group_id, count(*) AS attempts, count(r.c) AS judged,
          coalesce(sum(r.c), 0.0) AS correct_sum, max(r.c) AS cmax, min(r.c) AS cmin,
          count(r.tokens) AS tokens_n, coalesce(sum(r.tokens), 0) AS tokens_sum, min(r.seq) AS first_seq
   FROM (SELECT r.*, {d["corr"]} AS c FROM records r WHERE {" AND ".join(where)}) r
-  GROUP BY r.task_hash, coalesce(r.task_id, ''), r.caller_key_id, r.group_id
-) g GROUP BY task_hash, tid{" ORDER BY first_seq LIMIT :limit" if limit else ""}"""
+  GROUP BY r.task_hash, coalesce(r.task_id, ''), r.caller_key_id, r.group_id"""
