@@ -118,7 +118,7 @@ def review_queue(store: AuditStore, verifier: str | None, flag: str | None, n: i
         else:
             rows = _probe_sample(store, condition, per_hour[s], quotas[s], rng, flagged=s == "flagged",
                                  any_label=_stratum_condition(store, s, verifier, flag, unlabelled=False),
-                                 labelled=_labelled_records(store))
+                                 labelled={v[3] for v in _labelled_records(store).values()})
         picked += [(s, row) for row in rows]
     return picked, dict(seen)
 
@@ -143,7 +143,7 @@ def _labelled_strata(store: AuditStore, verifier: str | None, flag: str | None) 
     """How many labelled records each stratum holds (labels are few: their records' verifier,
     verdict and flags are read once and kept, see `_labelled_records`)."""
     counts: dict[Stratum, int] = dict.fromkeys(STRATA, 0)
-    for record_verifier, verdict, flags in _labelled_records(store).values():
+    for record_verifier, verdict, flags, _ in _labelled_records(store).values():
         if verifier is not None and record_verifier != verifier:
             continue
         stratum = _stratum(verdict, flags, flag)  # not through a RecordRow: ~20 us each, 5k labels
@@ -153,7 +153,7 @@ def _labelled_strata(store: AuditStore, verifier: str | None, flag: str | None) 
 
 
 # Per store: (labels counted, their highest seq, the records' extent, {record id: (verifier,
-# verdict, flags)}) of the labelled records. Labels are append-only and records immutable, so
+# verdict, flags, seq)}) of the labelled records. Labels are append-only and records immutable, so
 # new labels are added to it; anything else (a label committed out of seq order, records
 # archived) reads it again.
 _LABELLED: weakref.WeakKeyDictionary[AuditStore, tuple[int, int, Any, dict[str, tuple]]] = \
@@ -185,7 +185,7 @@ def _records_of_labels(store: AuditStore, s: Any, since: int | None) -> dict[str
     if since is not None:
         labelled = labelled.where(LabelRow.seq > since)
     labelled = labelled.subquery()
-    columns = (RecordRow.id, RecordRow.verifier, RecordRow.verdict, RecordRow.flags)
+    columns = (RecordRow.id, RecordRow.verifier, RecordRow.verdict, RecordRow.flags, RecordRow.seq)
     if audit_partitions.is_partitioned_store(store):
         # Each labelled record in its own day's partition: its time from record_keys.
         stmt = (select(*columns).select_from(labelled)
@@ -194,7 +194,7 @@ def _records_of_labels(store: AuditStore, s: Any, since: int | None) -> dict[str
                                       RecordRow.created_at == RecordKeyRow.created_at)))
     else:
         stmt = select(*columns).where(RecordRow.id.in_(select(labelled.c.record_id)))
-    return {record_id: (verifier, verdict, flags) for record_id, verifier, verdict, flags in s.execute(stmt)}
+    return {record_id: (verifier, verdict, flags, seq) for record_id, verifier, verdict, flags, seq in s.execute(stmt)}
 
 
 def _stratum_condition(store: AuditStore, stratum: Stratum, verifier: str | None, flag: str | None,
@@ -238,13 +238,13 @@ PROBE_TAKE = 2
 
 def _probe_sample(store: AuditStore, condition: Any, per_hour: dict[int, int], k: int,
                   rng: random.Random, flagged: bool = False, any_label: Any = None,
-                  labelled: dict[str, tuple] | None = None) -> list[RecordRow]:
+                  labelled: set[int] | None = None) -> list[RecordRow]:
     """k distinct records: an hour drawn in proportion to the stratum's records in it (exact,
     from the rollups), then the first unlabelled matching record after a uniform moment of that
     hour (a probe that finds none is drawn again, in a later round). Close to uniform: within an
     hour, a record after a longer quiet spell is a little likelier. All probes of a round go to
     the database as one statement of index lookups. `any_label`: the stratum's condition without
-    the labels, with `labelled` the labelled record ids to leave out here (rounds but the last)."""
+    the labels, with `labelled` the labelled records' seqs to leave out here (rounds but the last)."""
     hours = sorted(h for h, c in per_hour.items() if c > 0)
     if not hours:
         return []
@@ -258,7 +258,7 @@ def _probe_sample(store: AuditStore, condition: Any, per_hour: dict[int, int], k
             start = datetime.fromtimestamp(hour * 3600, UTC)
             windows.append((start + timedelta(seconds=rng.random() * 3600), start + timedelta(hours=1)))
         if any_label is not None and round_ < rounds - 1:
-            found = _probe(store, any_label, windows, flagged, take=PROBE_TAKE, skip=labelled or {})
+            found = _probe(store, any_label, windows, flagged, take=PROBE_TAKE, skip=labelled or set())
         else:
             found = _probe(store, condition, windows, flagged)
         for seq, moment in found:
@@ -277,7 +277,7 @@ def _probe_sample(store: AuditStore, condition: Any, per_hour: dict[int, int], k
 
 
 def _probe(store: AuditStore, condition: Any, windows: list[tuple[datetime, datetime]],
-           flagged: bool = False, take: int = 1, skip: dict[str, tuple] | None = None) -> list[tuple[int, datetime]]:
+           flagged: bool = False, take: int = 1, skip: set[int] | None = None) -> list[tuple[int, datetime]]:
     """(seq, created_at) of the first record meeting `condition` in each window [lo, hi), if any, in
     window order: one statement of index lookups (Postgres: one lateral subquery over the windows,
     each pruned to its day's partition when run; SQLite: a UNION ALL of the probes).
@@ -285,7 +285,8 @@ def _probe(store: AuditStore, condition: Any, windows: list[tuple[datetime, date
     probe walks the flagged records' partial index (by seq) from the window's first record on,
     rather than every record of the window by time until one matches (about 680 records a
     probe for a flag on 0.15% of the records). `take`: each probe reads up to that many
-    matches and keeps the first whose id is not in `skip`."""
+    matches and keeps the first whose seq is not in `skip` (by seq, not id: the flagged probe
+    then reads the partial index alone, no heap fetch per walked entry)."""
     if not windows:
         return []
     if store.engine.dialect.name == "postgresql":
@@ -298,26 +299,26 @@ def _probe(store: AuditStore, condition: Any, windows: list[tuple[datetime, date
             e = aliased(RecordRow)  # the window's first record, whatever its flags
             start = (select(e.seq).where(e.created_at >= w.c.lo, e.created_at < w.c.hi).order_by(e.created_at)
                      .limit(1).correlate_except(e).scalar_subquery())
-            first = (select(RecordRow.seq, RecordRow.created_at, RecordRow.id)
+            first = (select(RecordRow.seq, RecordRow.created_at)
                      .where(condition, _FLAGGED, in_window, RecordRow.seq >= start)
                      .order_by(RecordRow.seq).limit(take).lateral("first"))
         else:
-            first = (select(RecordRow.seq, RecordRow.created_at, RecordRow.id)
+            first = (select(RecordRow.seq, RecordRow.created_at)
                      .where(condition, in_window)
                      .order_by(RecordRow.created_at).limit(take).lateral("first"))
         within = (first.c.seq,) if flagged else (first.c.created_at, first.c.seq)  # the probe's own order
-        stmt = (select(w.c.n, first.c.seq, first.c.created_at, first.c.id).select_from(w).join(first, true())
+        stmt = (select(w.c.n, first.c.seq, first.c.created_at).select_from(w).join(first, true())
                 .order_by(w.c.n, *within))
     else:
         stmt = union_all(*(select(literal_column(str(i)).label("n"), RecordRow.seq.label("seq"),
-                                  RecordRow.created_at.label("created_at"), RecordRow.id.label("id"))
+                                  RecordRow.created_at.label("created_at"))
                            .where(condition, RecordRow.created_at >= lo, RecordRow.created_at < hi)
                            .order_by(RecordRow.created_at).limit(take).subquery().select()
                            for i, (lo, hi) in enumerate(windows)))
     found: dict[Any, tuple[int, datetime]] = {}
     with store.db() as s:
         for row in s.execute(stmt):  # in window order, each window's matches in the probe's order
-            if row.n not in found and (skip is None or row.id not in skip):
+            if row.n not in found and (skip is None or row.seq not in skip):
                 found[row.n] = (row.seq, row.created_at)
     return list(found.values())
 
