@@ -57,6 +57,7 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     # (replaced when the step's records change; derived data, never a reward).
     "run_step_figures": WORKING_STATE,
     "run_held_out_figures": WORKING_STATE,  # revision 0019: a run's held-out rows, the same way
+    "bootstrap_intervals": WORKING_STATE,  # revision 0019: seeded intervals by their inputs' digest
     "record_keys": READ,
     "audit_archives": READ,
     "alembic_version": READ,

@@ -404,6 +404,16 @@ class RunHeldOutFiguresRow(Base):
     figures: Mapped[str] = mapped_column(Text)
 
 
+class BootstrapIntervalRow(Base):
+    """A bootstrap interval of the `reward_up_heldout_down` rule by the digest of its inputs
+    (revision 0019; service/bootstrap_store.py): seeded, so a pure function of them."""
+
+    __tablename__ = "bootstrap_intervals"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    lo: Mapped[float] = mapped_column(Float)
+    hi: Mapped[float] = mapped_column(Float)
+
+
 class RollupTaskRow(Base):
     """Curriculum tallies per task (service/audit_rollups.py); written by a trigger on records."""
 
