@@ -28,7 +28,6 @@ Steps with fewer than `min_responses` judged responses are not judged.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -40,8 +39,9 @@ import httpx
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from service import bootstrap_store
 from service.config import Settings
-from service.eval_metrics import bootstrap_difference, mean
+from service.eval_metrics import mean
 from service.metrics import Metrics
 from service.run_schemas import AlarmExample, AlarmOut, HeldOut, RunOut, RunStep, Thresholds
 from service.runs import HeldOutTasks, examples, held_out, length_of, run_records, step_marks, steps
@@ -93,12 +93,12 @@ def reward_up_heldout_down(series: list[RunStep], points: list[HeldOut], per_tas
     return min(found, key=lambda f: f.step, default=None)
 
 
-@functools.lru_cache(maxsize=256)
 def _bootstrap(a: tuple[float, ...], b: tuple[float, ...], paired: bool) -> tuple[float, float] | None:
-    """`bootstrap_difference` (seeded: the same inputs give the same interval), kept per process:
-    a run page re-reads the same two evaluations' pass rates on every load (2,000 resamples of
-    ~1,500 tasks cost about a second of Python)."""
-    return bootstrap_difference(a, b, paired)
+    """`bootstrap_difference` (seeded: the same inputs give the same interval), kept per process
+    and, inside `check_run`, in the database for every process (service/bootstrap_store.py): a run
+    page re-reads the same two evaluations' pass rates on every load (2,000 resamples of ~1,500
+    tasks cost about a second of Python)."""
+    return bootstrap_store.interval(a, b, paired)
 
 
 def _heldout_fell(series: list[RunStep], with_pass: list[HeldOut], per_task: dict[str, HeldOutTasks],
@@ -334,7 +334,8 @@ def check_run(store: AuditStore, run_id: str, sink: AlarmSink | None = None) -> 
     t = thresholds(store, run_id)
     series = steps(store, run_id, marks=marks)
     points, per_task = held_out(store, run_id)
-    findings = evaluate(series, points, per_task, t)
+    with bootstrap_store.kept_in(store):
+        findings = evaluate(series, points, per_task, t)
     with store.db() as s:
         stored = {(r.rule, r.subject): r for r in s.scalars(select(RunAlarmRow).where(RunAlarmRow.run_id == run_id))}
     holding = {(f.rule, f.subject) for f in findings}

@@ -272,6 +272,37 @@ WHERE true ORDER BY t.hour, t.task_hash, t.tid
 {upsert}"""
 
 
+def _split_groups_statement(d: dict[str, str], n: str) -> str:
+    """`rollup_split_groups` (revision 0019): per group whose rows lie in more than one UTC hour,
+    its tallies per hour (judged rows, raw correctness min and max), computed again from the
+    group's records each time it gets rows, so that task statistics over a window can count such
+    a group once with its zero variance over the window's rows (service/task_stats.py). A group
+    whose rows all lie in one hour has no row here."""
+    corr_e = d["corr"].replace("r.", "e.")
+    key = "e.group_id, coalesce(e.caller_key_id, ''), e.task_hash, coalesce(e.task_id, '')"
+    return f"""
+INSERT INTO rollup_split_groups (group_id, caller_key_id, task_hash, task_id, hour, verifier, judged, cor_min,
+                                 cor_max)
+SELECT group_id, caller, task_hash, tid, hour, verifier, judged, cmin, cmax FROM (
+  SELECT e.group_id AS group_id, coalesce(e.caller_key_id, '') AS caller, e.task_hash AS task_hash,
+         coalesce(e.task_id, '') AS tid, e.hour AS hour, min(e.verifier) AS verifier, count(e.c) AS judged,
+         min(e.c) AS cmin, max(e.c) AS cmax, count(*) OVER (PARTITION BY {key}) AS hours
+  FROM (SELECT e.*, {corr_e} AS c, {d['hour_e']} AS hour FROM {d['records_by_group']}
+        WHERE e.group_id IN (SELECT n.group_id FROM {n} n WHERE n.group_id IS NOT NULL) {d['lookback']}) e
+  GROUP BY {key}, e.hour) x
+WHERE hours > 1 ORDER BY group_id, caller, task_hash, tid, hour
+ON CONFLICT (group_id, caller_key_id, task_hash, task_id, hour) DO UPDATE SET verifier = excluded.verifier,
+  judged = excluded.judged, cor_min = excluded.cor_min, cor_max = excluded.cor_max"""
+
+
+def split_groups_backfill(dialect: str) -> str:
+    """Every stored group whose rows lie in more than one hour, into `rollup_split_groups` (the
+    back-fill of revision 0019; one pass over the grouped records, no look-back limit)."""
+    d = dict(dialect_sql(dialect), lookback="", records_by_group="records e")
+    return _split_groups_statement(d, "n").replace(
+        "e.group_id IN (SELECT n.group_id FROM n n WHERE n.group_id IS NOT NULL)", "e.group_id IS NOT NULL")
+
+
 def task_hours_statement(dialect: str, src: str) -> str:
     """The statement that adds the rows of relation `src` to `rollup_task_hours` alone (the
     backfill of revision 0013): `src` must hold whole hours (e.g. a day's partition), so that no
@@ -281,11 +312,12 @@ def task_hours_statement(dialect: str, src: str) -> str:
 
 
 def rollup_statements(dialect: str, src: str, task_hours: bool = True, prior: bool = True,
-                      quarters: bool = True) -> list[str]:
+                      quarters: bool = True, split_groups: bool = True) -> list[str]:
     """The statements that add the rows of relation `src` (records' columns) to the rollups:
     on Postgres one statement (the new rows read once), on SQLite one per table.
     `task_hours=False`: without `rollup_task_hours` (the schema of revision 0012);
-    `quarters=False`: without `rollup_quarters` (the schemas before revision 0015).
+    `quarters=False`: without `rollup_quarters` (the schemas before revision 0015);
+    `split_groups=False`: without `rollup_split_groups` (the schemas before revision 0019).
     `prior=False`: `src` holds every row of each of its groups (e.g. a loader's batch of whole
     requests), so no earlier row of a group is looked up in records."""
     d = dialect_sql(dialect)
@@ -294,11 +326,14 @@ def rollup_statements(dialect: str, src: str, task_hours: bool = True, prior: bo
         also = f",\ntask_hours AS ({_task_hours_statement(d, 'n', prior)} RETURNING 1)" if task_hours else ""
         if quarters:
             also += f",\nquarters AS ({_hours_statement(d, 'n', prior, QUARTER)} RETURNING 1)"
+        if split_groups:
+            also += f",\nsplit_groups AS ({_split_groups_statement(d, 'n')} RETURNING 1)"
         return [f"WITH n AS MATERIALIZED {narrow}, hours AS ({_hours_statement(d, 'n', prior)} RETURNING 1){also}\n"
                 f"{_tasks_statement(d, 'n', prior)}"]
     return [_hours_statement(d, narrow, prior), _tasks_statement(d, narrow, prior),
             *([_task_hours_statement(d, narrow, prior)] if task_hours else []),
-            *([_hours_statement(d, narrow, prior, QUARTER)] if quarters else [])]
+            *([_hours_statement(d, narrow, prior, QUARTER)] if quarters else []),
+            *([_split_groups_statement(d, narrow)] if split_groups else [])]
 
 
 def quarters_statement(dialect: str, src: str) -> str:
@@ -341,11 +376,13 @@ ARCHIVED_RUN_STEPS_EMPTY = "DELETE FROM rollup_run_steps WHERE records <= 0"
 
 
 def postgres_trigger_statements(schema: str, task_hours: bool = True, quarters: bool = True,
-                                runs: bool = True) -> list[str]:
+                                runs: bool = True, split_groups: bool = True) -> list[str]:
     """The AFTER INSERT statement trigger on the partitioned `records`: unique keys, then rollups.
-    `runs=False`: without `rollup_run_steps` (the schemas before revision 0016)."""
+    `runs=False`: without `rollup_run_steps` (the schemas before revision 0016);
+    `split_groups=False`: without `rollup_split_groups` (the schemas before revision 0019)."""
     body = ";\n".join([f"PERFORM pg_advisory_xact_lock({ROLLUP_LOCK_KEY})", RECORD_KEYS,
-                       *rollup_statements("postgresql", "new_rows", task_hours, quarters=quarters),
+                       *rollup_statements("postgresql", "new_rows", task_hours, quarters=quarters,
+                                          split_groups=split_groups),
                        *([run_steps_statement("new_rows")] if runs else [])])
     return [
         f"""CREATE OR REPLACE FUNCTION assay_records_after_insert() RETURNS trigger LANGUAGE plpgsql
@@ -372,12 +409,14 @@ def sqlite_trigger_statements(task_hours: bool = True, quarters: bool = True) ->
     docs/benchmarks.md, "The write path".) Every name is dropped first, so that re-running
     this (revision 0013 on a store of 0012's single trigger) leaves exactly one set."""
     src = "(SELECT " + ", ".join(f"NEW.{c} AS {c}" for c in RECORD_COLUMNS) + ")"
-    statements = rollup_statements("sqlite", src, task_hours, quarters=quarters)
+    statements = rollup_statements("sqlite", src, task_hours, quarters=quarters, split_groups=False)
     return ([f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS]
             + [f"CREATE TRIGGER {name} AFTER INSERT ON records BEGIN\n{statement};\nEND"
                for name, statement in zip(SQLITE_TRIGGERS, statements, strict=False)])
 
 
-def backfill_statements(dialect: str, task_hours: bool = True, quarters: bool = True) -> list[str]:
+def backfill_statements(dialect: str, task_hours: bool = True, quarters: bool = True,
+                        split_groups: bool = True) -> list[str]:
     """Rollups of the records already stored (the migration of an existing SQLite store)."""
-    return rollup_statements(dialect, "(SELECT * FROM records)", task_hours, quarters=quarters)
+    return rollup_statements(dialect, "(SELECT * FROM records)", task_hours, quarters=quarters,
+                             split_groups=split_groups)

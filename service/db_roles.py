@@ -52,9 +52,12 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     "rollup_task_hours": READ,
     "rollup_quarters": READ,
     "rollup_run_steps": READ,
+    "rollup_split_groups": READ,
     # issue 27: a run page's computed step figures, stored by the read that computed them
     # (replaced when the step's records change; derived data, never a reward).
     "run_step_figures": WORKING_STATE,
+    "run_held_out_figures": WORKING_STATE,  # revision 0019: a run's held-out rows, the same way
+    "bootstrap_intervals": WORKING_STATE,  # revision 0019: seeded intervals by their inputs' digest
     "record_keys": READ,
     "audit_archives": READ,
     "alembic_version": READ,

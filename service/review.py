@@ -75,14 +75,18 @@ def record_labels(store: AuditStore, record_id: str) -> list[LabelOut]:
 
 
 def stratum_of(row: RecordRow, flag: str | None) -> Stratum | None:
-    if row.verdict == ERROR_VERDICT:
+    return _stratum(row.verdict, row.flags, flag)
+
+
+def _stratum(verdict: str, flags: list[str] | None, flag: str | None) -> Stratum | None:
+    if verdict == ERROR_VERDICT:
         return None  # infrastructure failures are not decisions to review
-    flags = row.flags or []
+    flags = flags or []
     if (flag in flags) if flag is not None else bool(flags):
         return "flagged"
     if flag is not None:
         return None
-    return "correct_unflagged" if row.verdict == "correct" else "incorrect"
+    return "correct_unflagged" if verdict == "correct" else "incorrect"
 
 
 # A stratum with at most this many unlabelled records is sampled exactly (its ids read through
@@ -112,7 +116,9 @@ def review_queue(store: AuditStore, verifier: str | None, flag: str | None, n: i
         if seen[s] <= SMALL_STRATUM:
             rows = _exact_sample(store, condition, quotas[s], rng)
         else:
-            rows = _probe_sample(store, condition, per_hour[s], quotas[s], rng, flagged=s == "flagged")
+            rows = _probe_sample(store, condition, per_hour[s], quotas[s], rng, flagged=s == "flagged",
+                                 any_label=_stratum_condition(store, s, verifier, flag, unlabelled=False),
+                                 labelled={v[3] for v in _labelled_records(store).values()})
         picked += [(s, row) for row in rows]
     return picked, dict(seen)
 
@@ -137,17 +143,17 @@ def _labelled_strata(store: AuditStore, verifier: str | None, flag: str | None) 
     """How many labelled records each stratum holds (labels are few: their records' verifier,
     verdict and flags are read once and kept, see `_labelled_records`)."""
     counts: dict[Stratum, int] = dict.fromkeys(STRATA, 0)
-    for record_verifier, verdict, flags in _labelled_records(store).values():
+    for record_verifier, verdict, flags, _ in _labelled_records(store).values():
         if verifier is not None and record_verifier != verifier:
             continue
-        stratum = stratum_of(RecordRow(verdict=verdict, flags=flags), flag)
+        stratum = _stratum(verdict, flags, flag)  # not through a RecordRow: ~20 us each, 5k labels
         if stratum is not None:
             counts[stratum] += 1
     return counts
 
 
 # Per store: (labels counted, their highest seq, the records' extent, {record id: (verifier,
-# verdict, flags)}) of the labelled records. Labels are append-only and records immutable, so
+# verdict, flags, seq)}) of the labelled records. Labels are append-only and records immutable, so
 # new labels are added to it; anything else (a label committed out of seq order, records
 # archived) reads it again.
 _LABELLED: weakref.WeakKeyDictionary[AuditStore, tuple[int, int, Any, dict[str, tuple]]] = \
@@ -179,7 +185,7 @@ def _records_of_labels(store: AuditStore, s: Any, since: int | None) -> dict[str
     if since is not None:
         labelled = labelled.where(LabelRow.seq > since)
     labelled = labelled.subquery()
-    columns = (RecordRow.id, RecordRow.verifier, RecordRow.verdict, RecordRow.flags)
+    columns = (RecordRow.id, RecordRow.verifier, RecordRow.verdict, RecordRow.flags, RecordRow.seq)
     if audit_partitions.is_partitioned_store(store):
         # Each labelled record in its own day's partition: its time from record_keys.
         stmt = (select(*columns).select_from(labelled)
@@ -188,19 +194,23 @@ def _records_of_labels(store: AuditStore, s: Any, since: int | None) -> dict[str
                                       RecordRow.created_at == RecordKeyRow.created_at)))
     else:
         stmt = select(*columns).where(RecordRow.id.in_(select(labelled.c.record_id)))
-    return {record_id: (verifier, verdict, flags) for record_id, verifier, verdict, flags in s.execute(stmt)}
+    return {record_id: (verifier, verdict, flags, seq) for record_id, verifier, verdict, flags, seq in s.execute(stmt)}
 
 
-def _stratum_condition(store: AuditStore, stratum: Stratum, verifier: str | None, flag: str | None) -> Any:
+def _stratum_condition(store: AuditStore, stratum: Stratum, verifier: str | None, flag: str | None,
+                       unlabelled: bool = True) -> Any:
+    """The stratum's records; `unlabelled=False`: labelled ones too (the probes leave those out
+    themselves, see `_probe_sample`)."""
     flagged = store.has_flag(flag) if flag is not None else _FLAGGED
     unflagged = func.json_array_length(RecordRow.flags) == 0
     by_stratum = {"flagged": flagged, "correct_unflagged": and_(RecordRow.verdict == "correct", unflagged),
                   "incorrect": and_(RecordRow.verdict != "correct", unflagged)}
-    parts = [RecordRow.verdict != ERROR_VERDICT, by_stratum[stratum],
-             # NOT IN (labels): one hashed set of the few labelled ids checked per record, so a
-             # probe's index walk stops at its first unlabelled match (NOT EXISTS was planned
-             # as an anti join that read the rest of the probe's hour first).
-             RecordRow.id.not_in(select(LabelRow.record_id))]
+    parts = [RecordRow.verdict != ERROR_VERDICT, by_stratum[stratum]]
+    if unlabelled:
+        # NOT IN (labels): one hashed set of the few labelled ids checked per record, so a
+        # probe's index walk stops at its first unlabelled match (NOT EXISTS was planned
+        # as an anti join that read the rest of the probe's hour first).
+        parts.append(RecordRow.id.not_in(select(LabelRow.record_id)))
     if verifier is not None:
         parts.append(RecordRow.verifier == verifier)
     return and_(*parts)
@@ -219,27 +229,39 @@ def _exact_sample(store: AuditStore, condition: Any, k: int, rng: random.Random)
 
 
 PROBE_ATTEMPTS = 2  # probes per wanted record, in one statement (a second round if too few hit)
+# Matches a probe reads after its moment; the first unlabelled one is taken. The labels are not
+# checked in SQL (a NOT IN over every label, rebuilt for each partition a probe touches, was most
+# of a probe's time at 10M records: ~60-85 of ~90 ms a statement); labelled records are few, and
+# the last round of a stratum still short of its quota checks them in SQL (`any_label` None).
+PROBE_TAKE = 2
 
 
 def _probe_sample(store: AuditStore, condition: Any, per_hour: dict[int, int], k: int,
-                  rng: random.Random, flagged: bool = False) -> list[RecordRow]:
+                  rng: random.Random, flagged: bool = False, any_label: Any = None,
+                  labelled: set[int] | None = None) -> list[RecordRow]:
     """k distinct records: an hour drawn in proportion to the stratum's records in it (exact,
-    from the rollups), then the first matching record after a uniform moment of that hour
-    (a probe that finds none is drawn again, in a second round). Close to uniform: within an
+    from the rollups), then the first unlabelled matching record after a uniform moment of that
+    hour (a probe that finds none is drawn again, in a later round). Close to uniform: within an
     hour, a record after a longer quiet spell is a little likelier. All probes of a round go to
-    the database as one statement of index lookups."""
+    the database as one statement of index lookups. `any_label`: the stratum's condition without
+    the labels, with `labelled` the labelled records' seqs to leave out here (rounds but the last)."""
     hours = sorted(h for h, c in per_hour.items() if c > 0)
     if not hours:
         return []
     weights = [per_hour[h] for h in hours]
     picked: dict[int, datetime] = {}
-    for _ in range(3):
+    rounds = 4 if any_label is not None else 3
+    for round_ in range(rounds):
         windows = []
         for _ in range((k - len(picked)) * PROBE_ATTEMPTS):
             hour = rng.choices(hours, weights)[0]
             start = datetime.fromtimestamp(hour * 3600, UTC)
             windows.append((start + timedelta(seconds=rng.random() * 3600), start + timedelta(hours=1)))
-        for seq, moment in _probe(store, condition, windows, flagged):
+        if any_label is not None and round_ < rounds - 1:
+            found = _probe(store, any_label, windows, flagged, take=PROBE_TAKE, skip=labelled or set())
+        else:
+            found = _probe(store, condition, windows, flagged)
+        for seq, moment in found:
             if seq not in picked and len(picked) < k:
                 picked[seq] = moment
         if len(picked) == k:
@@ -255,14 +277,16 @@ def _probe_sample(store: AuditStore, condition: Any, per_hour: dict[int, int], k
 
 
 def _probe(store: AuditStore, condition: Any, windows: list[tuple[datetime, datetime]],
-           flagged: bool = False) -> list[tuple[int, datetime]]:
+           flagged: bool = False, take: int = 1, skip: set[int] | None = None) -> list[tuple[int, datetime]]:
     """(seq, created_at) of the first record meeting `condition` in each window [lo, hi), if any, in
     window order: one statement of index lookups (Postgres: one lateral subquery over the windows,
     each pruned to its day's partition when run; SQLite: a UNION ALL of the probes).
     `flagged` (Postgres): the condition holds only for flagged records, which are few, so the
     probe walks the flagged records' partial index (by seq) from the window's first record on,
     rather than every record of the window by time until one matches (about 680 records a
-    probe for a flag on 0.15% of the records)."""
+    probe for a flag on 0.15% of the records). `take`: each probe reads up to that many
+    matches and keeps the first whose seq is not in `skip` (by seq, not id: the flagged probe
+    then reads the partial index alone, no heap fetch per walked entry)."""
     if not windows:
         return []
     if store.engine.dialect.name == "postgresql":
@@ -277,18 +301,26 @@ def _probe(store: AuditStore, condition: Any, windows: list[tuple[datetime, date
                      .limit(1).correlate_except(e).scalar_subquery())
             first = (select(RecordRow.seq, RecordRow.created_at)
                      .where(condition, _FLAGGED, in_window, RecordRow.seq >= start)
-                     .order_by(RecordRow.seq).limit(1).lateral("first"))
+                     .order_by(RecordRow.seq).limit(take).lateral("first"))
         else:
             first = (select(RecordRow.seq, RecordRow.created_at)
                      .where(condition, in_window)
-                     .order_by(RecordRow.created_at).limit(1).lateral("first"))
-        stmt = select(first.c.seq, first.c.created_at).select_from(w).join(first, true()).order_by(w.c.n)
+                     .order_by(RecordRow.created_at).limit(take).lateral("first"))
+        within = (first.c.seq,) if flagged else (first.c.created_at, first.c.seq)  # the probe's own order
+        stmt = (select(w.c.n, first.c.seq, first.c.created_at).select_from(w).join(first, true())
+                .order_by(w.c.n, *within))
     else:
-        stmt = union_all(*(select(RecordRow.seq.label("seq"), RecordRow.created_at.label("created_at"))
+        stmt = union_all(*(select(literal_column(str(i)).label("n"), RecordRow.seq.label("seq"),
+                                  RecordRow.created_at.label("created_at"))
                            .where(condition, RecordRow.created_at >= lo, RecordRow.created_at < hi)
-                           .order_by(RecordRow.created_at).limit(1).subquery().select() for lo, hi in windows))
+                           .order_by(RecordRow.created_at).limit(take).subquery().select()
+                           for i, (lo, hi) in enumerate(windows)))
+    found: dict[Any, tuple[int, datetime]] = {}
     with store.db() as s:
-        return [(row.seq, row.created_at) for row in s.execute(stmt)]
+        for row in s.execute(stmt):  # in window order, each window's matches in the probe's order
+            if row.n not in found and (skip is None or row.seq not in skip):
+                found[row.n] = (row.seq, row.created_at)
+    return list(found.values())
 
 
 def _quotas(n: int, available: dict[Stratum, int]) -> dict[Stratum, int]:

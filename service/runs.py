@@ -9,6 +9,7 @@ sums into means and per-task counts into pass@k / maj@k.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -24,7 +25,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from service.eval_metrics import Vote, maj_at_k, pass_at_k
 from service.run_schemas import HeldOut, LengthBucket, RunStep, RunSummary
 from service.store import AuditStore
-from service.tables import EvalRow, RecordRow, RollupRunStepRow, RunAlarmRow, RunStepFiguresRow
+from service.tables import (
+    EvalRow,
+    RecordRow,
+    RollupRunStepRow,
+    RunAlarmRow,
+    RunHeldOutFiguresRow,
+    RunStepFiguresRow,
+)
 
 LOG = logging.getLogger(__name__)
 NO_ANSWER = "(no answer)"
@@ -316,7 +324,12 @@ def held_out(store: AuditStore, run_id: str,
     key = (str(store.engine.url), run_id)
     found = cache.get(key).get(mark) if cache is not None else None
     if found is None:
-        found = _held_out(store, cond)
+        stored = _stored_held_out(store, run_id, mark) if cache is not None and mark[0] else None
+        if stored is None:
+            stored = _held_out_rows(store, cond)
+            if cache is not None and mark[0]:
+                _store_held_out(store, run_id, mark, stored)
+        found = _held_out_figures(*stored)
         if cache is not None:
             cache.put(key, {mark: found})
     points, tasks = found
@@ -327,7 +340,50 @@ def held_out(store: AuditStore, run_id: str,
             if p.eval_id in meta else p for p in points], tasks
 
 
+# The version of what `_held_out_rows` stores in run_held_out_figures (revision 0019): raise it
+# when those rows' definition changes, so that rows stored by an older version are computed again.
+HELD_OUT_VERSION = 1
+HeldOutRows = tuple[list[tuple], dict[str, int]]
+
+
+def _stored_held_out(store: AuditStore, run_id: str, mark: tuple) -> HeldOutRows | None:
+    """The run's held-out rows as stored by whichever process computed them at this mark (the
+    run's held-out records and their highest seq), else None."""
+    h = RunHeldOutFiguresRow
+    with store.db() as s:
+        row = s.execute(select(h.figures).where(h.run_id == run_id, h.records == mark[0], h.last_seq == mark[1],
+                                                h.version == HELD_OUT_VERSION)).scalar_one_or_none()
+    if row is None:
+        return None
+    saved = json.loads(row)
+    return [tuple(r) for r in saved["rows"]], saved["totals"]
+
+
+def _store_held_out(store: AuditStore, run_id: str, mark: tuple, rows: HeldOutRows) -> None:
+    """Keep the run's held-out rows for every process (an upsert: two readers storing at once
+    store the same rows, or rows of two marks of which a reader takes only its own). A failure
+    is logged; the read answers."""
+    insert = postgresql_insert if store.engine.dialect.name == "postgresql" else sqlite_insert
+    values = {"run_id": run_id, "records": int(mark[0]), "last_seq": int(mark[1]), "version": HELD_OUT_VERSION,
+              "figures": json.dumps({"rows": [list(r) for r in rows[0]], "totals": rows[1]})}
+    stmt = insert(RunHeldOutFiguresRow).values([values])
+    stmt = stmt.on_conflict_do_update(index_elements=["run_id"], set_={
+        name: stmt.excluded[name] for name in ("records", "last_seq", "version", "figures")})
+    try:
+        with store.db() as s:
+            s.execute(stmt)
+            s.commit()
+    except SQLAlchemyError as exc:
+        LOG.warning("run %s: computed held-out figures not stored: %s", run_id, exc)
+
+
 def _held_out(store: AuditStore, cond: Any) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
+    return _held_out_figures(*_held_out_rows(store, cond))
+
+
+def _held_out_rows(store: AuditStore, cond: Any) -> HeldOutRows:
+    """Per (evaluation, task, answer) of the held-out records: (eval_id, first step, task, answer,
+    judged, correct, reward sum); and each evaluation's records (errors included)."""
     task = func.coalesce(RecordRow.task_id, RecordRow.task_hash)
     # The answer is computed in a subquery: Postgres cannot match a GROUP BY expression with bound parameters.
     each = (select(RecordRow.eval_id.label("eval_id"), RecordRow.run_step.label("step"), task.label("task"),
@@ -339,6 +395,11 @@ def _held_out(store: AuditStore, cond: Any) -> tuple[list[HeldOut], dict[str, He
                          .group_by(each.c.eval_id, each.c.task, each.c.answer)).all()
         totals = dict(s.execute(select(RecordRow.eval_id, func.count()).where(cond)
                                 .group_by(RecordRow.eval_id)).all())
+    return [(e, int(st), t, a, int(n), int(c), None if r is None else float(r)) for e, st, t, a, n, c, r in rows], \
+        {e: int(n) for e, n in totals.items()}
+
+
+def _held_out_figures(rows: list[tuple], totals: dict[str, int]) -> tuple[list[HeldOut], dict[str, HeldOutTasks]]:
     tasks: dict[str, HeldOutTasks] = defaultdict(HeldOutTasks)
     step_of: dict[str, int] = {}
     rewards: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])

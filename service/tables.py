@@ -341,6 +341,9 @@ class RollupHourRow(Base):
     """Counts per hour of the records (service/audit_rollups.py); written by a trigger on records."""
 
     __tablename__ = "rollup_hours"
+    # The review queue's strata per hour (kind 'stratum' / 'flag_review', one key), read from the
+    # index alone (revision 0019): a scan of every kind was ~50 ms at 10M records.
+    __table_args__ = (Index("ix_rollup_hours_kind_key", "kind", "key", "verifier", "hour", "n"),)
     hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch hours (UTC)
     verifier: Mapped[str] = mapped_column(String(64), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
@@ -388,6 +391,31 @@ class RunStepFiguresRow(Base):
     figures: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
+class RunHeldOutFiguresRow(Base):
+    """A training run's held-out rows (revision 0019): per evaluation, task and answer of the run's
+    held-out records, judged / correct / reward sum, and each evaluation's records, as JSON
+    (`figures`), stored by the read that computed them with the change mark then — the run's
+    held-out records and their highest seq (`ix_records_run_eval`) — and the rows' `version`.
+    Valid only while the mark and version are unchanged."""
+
+    __tablename__ = "run_held_out_figures"
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    records: Mapped[int] = mapped_column(BigInteger)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(Integer)
+    figures: Mapped[str] = mapped_column(Text)
+
+
+class BootstrapIntervalRow(Base):
+    """A bootstrap interval of the `reward_up_heldout_down` rule by the digest of its inputs
+    (revision 0019; service/bootstrap_store.py): seeded, so a pure function of them."""
+
+    __tablename__ = "bootstrap_intervals"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    lo: Mapped[float] = mapped_column(Float)
+    hi: Mapped[float] = mapped_column(Float)
+
+
 class RollupTaskRow(Base):
     """Curriculum tallies per task (service/audit_rollups.py); written by a trigger on records."""
 
@@ -425,6 +453,24 @@ class RollupTaskHourRow(Base):
     tokens_sum: Mapped[int] = mapped_column(BigInteger)
     groups: Mapped[int] = mapped_column(BigInteger)
     zv_groups: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupSplitGroupRow(Base):
+    """Per group whose rows lie in more than one UTC hour, its tallies per hour (revision 0019):
+    task statistics over a time window count such a group once (service/task_stats.py);
+    written by the records' insert path (service/audit_rollups.py)."""
+
+    __tablename__ = "rollup_split_groups"
+    __table_args__ = (Index("ix_rollup_split_groups_hour", "hour"),)
+    group_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    caller_key_id: Mapped[str] = mapped_column(String(64), primary_key=True)  # '' without a key
+    task_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # '' for an inline task
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # epoch hours (UTC)
+    verifier: Mapped[str] = mapped_column(String(64))
+    judged: Mapped[int] = mapped_column(BigInteger)
+    cor_min: Mapped[float | None] = mapped_column(Float)
+    cor_max: Mapped[float | None] = mapped_column(Float)
 
 
 class RecordKeyRow(Base):

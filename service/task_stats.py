@@ -99,7 +99,8 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
     """The whole hours inside the window from `rollup_task_hours`, the partial hours at its edges
     from the records (at most an hour's records each), added up per task by the database in one
     statement (one aggregation, ordered by first attempt, limited there). A group whose records
-    straddle an hour boundary counts in each hour it has records in."""
+    in the window lie in more than one part (hours, edges) counts once: `_split_sql` corrects the
+    parts' group tallies from `rollup_split_groups` and the edges' records (revision 0019)."""
     first = math.ceil(since.timestamp() / HOUR) if since is not None else None
     end = math.floor(until.timestamp() / HOUR) if until is not None else None
     if first is not None and end is not None and first >= end:  # no whole hour inside: the records
@@ -124,14 +125,20 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
     parts = [f"SELECT h.task_hash, h.task_id AS tid, h.verifier, {', '.join(f'h.{c}' for c in _SUMS)}, h.first_seq "
              f"FROM rollup_task_hours h WHERE {' AND '.join(hours)}"]
     times = []
+    edge_groups = []
     for i, (lo, hi) in enumerate(edges):
         where = _record_conditions(params, task_id, task_hash, verifier)
         where += [f"r.created_at >= :lo{i}", f"r.created_at < :hi{i}"]
         params[f"lo{i}"], params[f"hi{i}"] = lo, hi
         times += [f"lo{i}", f"hi{i}"]
-        parts.append(_per_task_sql(store, where, limit=False))
+        edge_groups.append(_per_group_sql(store, where))
+    with_edges = ""
+    if edge_groups:  # the edges' records read once, per group and edge; summed per task and corrected
+        with_edges = "WITH edge_groups AS (\n" + "\nUNION ALL\n".join(edge_groups) + "\n)\n"
+        parts.append(_per_task_outer("edge_groups"))
+    parts.append(_split_sql(store, [c.replace("h.", "s.") for c in hours], bool(edge_groups)))
     sums = ", ".join(f"sum({c})" for c in _SUMS)
-    sql = (f"SELECT task_hash, tid, min(verifier), {sums}, min(first_seq) AS first_seq FROM (\n"
+    sql = (f"{with_edges}SELECT task_hash, tid, min(verifier), {sums}, min(first_seq) AS first_seq FROM (\n"
            + "\nUNION ALL\n".join(parts) + "\n) x GROUP BY task_hash, tid ORDER BY first_seq LIMIT :limit")
     stmt = text(sql).bindparams(*(bindparam(name, type_=DateTime(timezone=True)) for name in times))
     with store.db() as s:
@@ -141,6 +148,30 @@ def _in_window(store: AuditStore, task_id: str | None, task_hash: str | None, ve
         rows = s.execute(stmt, params).all()
     return [_stats(tid or None, th, ver, int(a), int(j), float(cs or 0.0), int(tn), int(ts or 0), int(g), int(zv))
             for th, tid, ver, a, j, cs, tn, ts, g, zv, _ in rows]
+
+
+def _split_sql(store: AuditStore, split_hours: list[str], edges: bool) -> str:
+    """Per task, the correction for groups whose rows in the window lie in more than one of its
+    parts (whole hours from `rollup_split_groups`, edges from `edge_groups`): each part counted the
+    group once, with its zero variance over the part's rows; the window counts it once, with its
+    zero variance over all of its rows in the window. Rows in `_SUMS` order (groups, zv_groups
+    only; first_seq NULL)."""
+    span = ZERO_VARIANCE_SPAN
+    pieces = [f"SELECT s.group_id AS group_id, s.caller_key_id AS caller, s.task_hash AS task_hash, s.task_id AS tid, "
+              f"s.judged AS judged, s.cor_min AS cmin, s.cor_max AS cmax FROM rollup_split_groups s "
+              f"WHERE {' AND '.join(split_hours)}"]
+    if edges:
+        pieces.append("SELECT e.group_id, coalesce(e.caller_key_id, ''), e.task_hash, e.tid, e.judged, e.cmin, e.cmax "
+                      "FROM edge_groups e WHERE e.group_id IS NOT NULL")
+    zero = f"CASE WHEN judged < 2 OR cmax - cmin <= {span} THEN 1 ELSE 0 END"
+    return f"""
+SELECT task_hash, tid, NULL AS verifier, 0, 0, 0.0, 0, 0, sum(1 - parts), sum(zv_all - zv_parts), NULL AS first_seq
+FROM (
+  SELECT task_hash, tid, count(*) AS parts, sum({zero}) AS zv_parts,
+         CASE WHEN sum(judged) < 2 OR max(cmax) - min(cmin) <= {span} THEN 1 ELSE 0 END AS zv_all
+  FROM ({" UNION ALL ".join(pieces)}) p
+  GROUP BY group_id, caller, task_hash, tid HAVING count(*) > 1
+) c GROUP BY task_hash, tid"""
 
 
 def _stats(task_id: str | None, task_hash: str, verifier: str, attempts: int, judged: int, correct_sum: float,
@@ -196,7 +227,11 @@ def _record_conditions(params: dict[str, object], task_id: str | None, task_hash
 def _per_task_sql(store: AuditStore, where: list[str], limit: bool) -> str:
     """(task_hash, tid, verifier, *sums, first_seq) per task of the records matching `where`.
     A task's records without a group form one row of the inner query (group_id NULL), not a group."""
-    d = dialect_sql(store.engine.dialect.name)
+    return _per_task_outer(f"(\n{_per_group_sql(store, where)}\n)", limit)
+
+
+def _per_task_outer(groups: str, limit: bool = False) -> str:
+    """Per task, the sums of `groups` (rows of `_per_group_sql`)."""
     return f"""
 SELECT task_hash, tid, min(verifier) AS verifier, sum(attempts) AS attempts, sum(judged) AS judged,
        sum(correct_sum) AS correct_sum, sum(tokens_n) AS tokens_n, sum(tokens_sum) AS tokens_sum,
@@ -204,11 +239,17 @@ SELECT task_hash, tid, min(verifier) AS verifier, sum(attempts) AS attempts, sum
        sum(CASE WHEN group_id IS NOT NULL AND (judged < 2 OR cmax - cmin <= {ZERO_VARIANCE_SPAN}) THEN 1 ELSE 0 END)
            AS zv_groups,
        min(first_seq) AS first_seq
-FROM (
+FROM {groups} g GROUP BY task_hash, tid{" ORDER BY first_seq LIMIT :limit" if limit else ""}"""
+
+
+def _per_group_sql(store: AuditStore, where: list[str]) -> str:
+    """Per group (task, caller key, group id; a task's records without a group: one row, group_id
+    NULL) of the records matching `where`, its tallies."""
+    d = dialect_sql(store.engine.dialect.name)
+    return f"""
   SELECT r.task_hash AS task_hash, coalesce(r.task_id, '') AS tid, min(r.verifier) AS verifier,
-         r.caller_key_id, r.group_id AS group_id, count(*) AS attempts, count(r.c) AS judged,
+         r.caller_key_id AS caller_key_id, r.group_id AS group_id, count(*) AS attempts, count(r.c) AS judged,
          coalesce(sum(r.c), 0.0) AS correct_sum, max(r.c) AS cmax, min(r.c) AS cmin,
          count(r.tokens) AS tokens_n, coalesce(sum(r.tokens), 0) AS tokens_sum, min(r.seq) AS first_seq
   FROM (SELECT r.*, {d["corr"]} AS c FROM records r WHERE {" AND ".join(where)}) r
-  GROUP BY r.task_hash, coalesce(r.task_id, ''), r.caller_key_id, r.group_id
-) g GROUP BY task_hash, tid{" ORDER BY first_seq LIMIT :limit" if limit else ""}"""
+  GROUP BY r.task_hash, coalesce(r.task_id, ''), r.caller_key_id, r.group_id"""

@@ -139,8 +139,6 @@ def test_windowed_task_statistics_are_the_records_in_first_attempt_order(url: st
     _check_windowed_task_statistics(store)
 
 
-@pytest.mark.xfail(strict=True, reason="known: over a time window, a group whose rows lie in two UTC hours counts "
-                                       "once per hour (per-hour task rollups, revision 0013); docs/operations.md")
 def test_windowed_task_statistics_with_groups_across_hours(url: str):
     store = AuditStore(url)
     _fill(store, seed=41)

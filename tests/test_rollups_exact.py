@@ -33,7 +33,7 @@ from service.tables import RecordRow, TaskBlobRow
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
-ROLLUPS = ("rollup_hours", "rollup_quarters", "rollup_tasks", "rollup_task_hours")
+ROLLUPS = ("rollup_hours", "rollup_quarters", "rollup_tasks", "rollup_task_hours", "rollup_split_groups")
 START = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
 
 

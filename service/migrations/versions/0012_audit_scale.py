@@ -93,7 +93,8 @@ def upgrade() -> None:
     if dialect == "postgresql":
         op.execute("ANALYZE records")
     elif dialect == "sqlite":
-        for statement in audit_rollups.backfill_statements("sqlite", task_hours=False, quarters=False):
+        for statement in audit_rollups.backfill_statements("sqlite", task_hours=False, quarters=False,
+                                                          split_groups=False):
             op.execute(statement)
         for statement in audit_rollups.sqlite_trigger_statements(task_hours=False, quarters=False):
             op.execute(statement)
@@ -124,7 +125,8 @@ def _partition_records(bind: sa.Connection) -> None:
     op.execute("CREATE INDEX ix_records_flags_gin ON records USING gin ((flags::jsonb) jsonb_path_ops)")
     for statement in append_only_statements("postgresql", "records"):
         op.execute(statement)
-    for statement in audit_rollups.postgres_trigger_statements(schema, task_hours=False, quarters=False, runs=False):
+    for statement in audit_rollups.postgres_trigger_statements(schema, task_hours=False, quarters=False, runs=False,
+                                                                 split_groups=False):
         op.execute(statement)
     # Through the parent: each row lands in its day's partition, and the trigger fills
     # record_keys (checking uniqueness as before) and the rollups.

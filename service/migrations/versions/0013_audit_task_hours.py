@@ -45,7 +45,8 @@ def upgrade() -> None:
     op.create_index("ix_records_verifier_reward_seq", "records", ["verifier", "reward", "seq"])
     if dialect == "postgresql":
         schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
-        for statement in audit_rollups.postgres_trigger_statements(schema, quarters=False, runs=False):
+        for statement in audit_rollups.postgres_trigger_statements(schema, quarters=False, runs=False,
+                                                                     split_groups=False):
             op.execute(statement)
         sources = audit_partitions.record_tables(bind)
         # A group's rows of one hour lie in one day's partition: a day at a time is exact.

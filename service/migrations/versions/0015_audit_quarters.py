@@ -38,7 +38,7 @@ def upgrade() -> None:
     )
     if dialect == "postgresql":
         schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
-        for statement in audit_rollups.postgres_trigger_statements(schema, runs=False):
+        for statement in audit_rollups.postgres_trigger_statements(schema, runs=False, split_groups=False):
             op.execute(statement)
         sources = audit_partitions.record_tables(bind)
         for source in sources:

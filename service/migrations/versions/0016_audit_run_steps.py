@@ -47,7 +47,7 @@ def upgrade() -> None:
     if bind.dialect.name != "postgresql":
         return
     schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
-    for statement in audit_rollups.postgres_trigger_statements(schema):
+    for statement in audit_rollups.postgres_trigger_statements(schema, split_groups=False):
         op.execute(statement)
     sources = audit_partitions.record_tables(bind)
     for source in sources:  # a run's step may span partitions: the upsert adds them up
