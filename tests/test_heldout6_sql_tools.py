@@ -145,21 +145,27 @@ def _post(client, verifier: str, task: dict, response: str) -> dict:
     return r.json()
 
 
-# A blind label found wrong on the first run (a case error, not a verifier's): index -> why. The
-# blind label stays in SQL_CASES for the record; the test asserts the corrected one.
-SQL_CASE_ERRORS = {
-    54: "the ten-way cross join really counts 6^10 rows: over the task's 1 s limit for any grader",
+# Blind labels whose outcome depends on the machine's speed (not the verifier's rule): index ->
+# why. Such a case is held to what any grader with the task's limit gives: a right answer within
+# the limit, or a timeout past it; never another verdict, and rewarded exactly when correct.
+SQL_SPEED_DEPENDENT = {
+    54: "the ten-way cross join counts 6^10 rows: about 1.3 s of bare SQLite on this machine, so a "
+        "faster moment finishes within the task's 1 s limit (rewarded, as labelled) and a slower one "
+        "times out (the whole suite saw both)",
 }
 
 
 @pytest.mark.parametrize(("gold", "mode", "response", "rewarded"), [
-    pytest.param(gold, mode, response, rewarded is (i not in SQL_CASE_ERRORS), id=str(i))
-    for i, (gold, mode, response, rewarded) in enumerate(SQL_CASES)])
-def test_heldout_sql(client, gold: str, mode: str, response: str, rewarded: bool) -> None:
+    pytest.param(gold, mode, response, rewarded, id=str(i)) for i, (gold, mode, response, rewarded) in enumerate(SQL_CASES)])
+def test_heldout_sql(request, client, gold: str, mode: str, response: str, rewarded: bool) -> None:
     task = {"schema": SCHEMA, "instances": INSTANCES, "gold": gold, "mode": mode, "timeout_s": 1}
     started = time.monotonic()
     body = _post(client, "sql", task, response)
     assert time.monotonic() - started < 30
+    if int(request.node.callspec.id) in SQL_SPEED_DEPENDENT:
+        assert body["verdict"] in ("correct", "timeout"), (response, body["verdict"], body["evidence"])
+        assert (body["reward"] > 0) is (body["verdict"] == "correct"), body
+        return
     assert (body["reward"] > 0) is rewarded, (response, body["verdict"], body["evidence"])
 
 
