@@ -45,9 +45,15 @@ def kept_in(store: AuditStore) -> Iterator[None]:
         _STORE.reset(token)
 
 
+# The version of how `bootstrap_difference` resamples: raise it when that changes, so that
+# intervals stored by the old code are computed again (their digests no longer match).
+INTERVAL_VERSION = 1
+
+
 def digest(a: tuple[float, ...], b: tuple[float, ...], paired: bool) -> str:
-    """The inputs' identity: every float by its exact repr, the resample count and the seed."""
-    return hashlib.sha256(repr((a, b, paired, BOOTSTRAP_SAMPLES, SEED)).encode()).hexdigest()
+    """The inputs' identity: every float by its exact repr, the resample count, the seed and
+    the resampling's version."""
+    return hashlib.sha256(repr((a, b, paired, BOOTSTRAP_SAMPLES, SEED, INTERVAL_VERSION)).encode()).hexdigest()
 
 
 def interval(a: tuple[float, ...], b: tuple[float, ...], paired: bool) -> tuple[float, float] | None:
