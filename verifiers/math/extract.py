@@ -113,6 +113,21 @@ def _box_spans(text: str) -> list[tuple[int, str]]:
     return [(start, b) for start, b in found if b]
 
 
+def _cut_in_a_box(text: str, spans: list[tuple[int, str]]) -> bool:
+    """Whether a box is opened after the last closed one and never closed: the response was cut
+    inside its answer (`the sum is \\boxed{12` may have gone on to 125), so nothing it says is
+    its answer."""
+    after = spans[-1][0] if spans else -1
+    closing: dict[int, int] | None = None
+    for match in _BOX.finditer(text, after + 1):
+        end = match.end()
+        if end < len(text) and text[end] == "{":
+            closing = _closing_braces(text) if closing is None else closing
+            if end not in closing:
+                return True
+    return False
+
+
 def _after_retraction(text: str, spans: list[tuple[int, str]]) -> list[str]:
     """The boxes after the last explicit retraction that follows a box ("that is wrong", "I made
     a mistake", "correction:"), when some box follows it; otherwise all boxes (two answers left
@@ -258,11 +273,15 @@ def _phrase_answer(tail: str) -> list[str]:
     if not words or len(sentence) <= 30 and not _NUMBER.search(sentence):
         return [sentence] if sentence else []
     # A reason or a denial after the value is not the value: "12 because 3 groups of 4", "12 and not 13".
+    # An alternative offered after it is a second answer: "12, but it could also be 13" is a hedge.
+    alternative = _ALTERNATIVE.search(sentence)
     reason = _REASON.search(sentence)
-    numbers = _NUMBER.findall(sentence[:reason.start()]) if reason else []
+    ends = [m.start() for m in (alternative, reason) if m is not None]
+    numbers = _NUMBER.findall(sentence[:min(ends)]) if ends else []
     numbers = numbers or _NUMBER.findall(sentence)
     if numbers:
-        return [numbers[-1]]
+        offered = next(g for g in alternative.groups() if g) if alternative else None
+        return [numbers[-1], offered] if offered and offered != numbers[-1] else [numbers[-1]]
     return maths
 
 
@@ -287,6 +306,15 @@ def _last_phrase(text: str) -> int | None:
 
 _REASON = re.compile(r"[,;(]?\s*\b(?:because|since|as|not|but|instead|rather|although|though|given)\b",
                      re.IGNORECASE)
+# A second value offered as possible: "but it could also be 13", "or possibly 13", "though 13 is
+# also possible" (not "since x can be 4": an explanation names values too).
+_ALTERNATIVE = re.compile(
+    r"\b(?:but|or|though|although|alternatively)\b[^.;\d]{0,30}?\b(?:could|might|may)\s+"
+    r"(?:also\s+|well\s+|even\s+)?be\s+\$?(" + _NUMBER.pattern + ")"
+    r"|\bor\s+(?:possibly|perhaps|maybe|probably)\s+\$?(" + _NUMBER.pattern + ")"
+    r"|(" + _NUMBER.pattern + r")\$?\s+(?:is|would\s+be|might\s+be)\s+(?:also\s+|equally\s+)?"
+    r"(?:possible|likely|plausible)",
+    re.IGNORECASE)
 _COPULA = re.compile(r"\b(?:is|are|was|were|equals|be)\s+(?=\S)", re.IGNORECASE)
 _SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
 _DEGREES = re.compile(r"\s*+(?:°|\^\s*+\{?\s*+\\circ|\\circ\b|\\degree\b|degrees?\b)", re.IGNORECASE)
@@ -358,6 +386,8 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
         # A lone tag is not an answer phrase ("</answer>" must not read as "answer").
         text = _LONE_TAG.sub(" ", text)
     spans = _box_spans(text)
+    if ("\\boxed" in text or "\\fbox" in text) and _cut_in_a_box(text, spans):
+        return Extraction([], "unclosed_box")
     minerva = _minerva_sentence(text)
     if spans and not (minerva and minerva[0] > text.rfind("\\boxed")):
         revised = _revised_after_boxes(text, spans)

@@ -1,7 +1,8 @@
 """Find the proof in a model's response (host side: regular expressions on bounded text).
 
 The proof is the last ```metamath (or ```mm) fenced block, else the last `$= ... $.`
-span of the text, else the last untagged fenced block. Inside a block, a `$= ... $.` span
+span of the text (with the `label $p ...` restatement just before it, if any), else the
+last untagged fenced block. Inside a block, a `$= ... $.` span
 is the proof and the text before it may restate the theorem as `label $p ... $=`. Anything
 else a block declares (`$a`, `$c`, `$v`, `$f`, `$e`, `$d`, scopes, includes, a second
 `$p`) is reported, never obeyed: the verifier judges only the proof, against the task's
@@ -52,13 +53,29 @@ def extract_proof(response: str) -> Extracted:
     tagged = TAGGED_FENCE_RE.findall(response)
     if tagged:
         return _from_block(tagged[-1], "fenced block")
-    spans = SPAN_RE.findall(response)
+    spans = list(SPAN_RE.finditer(response))
     if spans:
-        return _from_block("$=" + spans[-1] + "$.", "$= span")
+        last = spans[-1]
+        return _from_block(_restatement_before(response, last.start()) + last.group(0), "$= span")
     plain = PLAIN_FENCE_RE.findall(response)
     if plain:
         return _from_block(plain[-1], "plain fenced block")
     return Extracted(None, "none", reason="no ```metamath block or $= ... $. span found")
+
+
+def _restatement_before(response: str, span_start: int) -> str:
+    """The `label $p math` that opens a bare span (`mt3 $p |- ph $= ... $.`), else "".
+
+    A span in prose restates its theorem as a block does, and the restated assertion must be
+    the task's there too: read only from the text since the last `$.`, and only the
+    restatement itself, so the prose around it is never read as declarations.
+    """
+    head = response[:span_start]
+    head = head[head.rfind("$.") + 2:] if "$." in head else head
+    found = None
+    for found in PROVE_RE.finditer(without_comments(head) + " $="):  # noqa: B007 - the last one is wanted
+        pass
+    return f"{found.group(1)} $p {found.group(2)} " if found else ""
 
 
 def _from_block(block: str, method: str) -> Extracted:

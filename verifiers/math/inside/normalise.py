@@ -155,6 +155,11 @@ def _thousands(s: str) -> str:
         return whole.replace(",", "")
     if re.fullmatch(sign + r"\d{1,3}(?: \d{3})+(?:\.\d+)?", whole):
         return whole.replace(" ", "")
+    # Other locales: "1.234.567" (two points or more: never a decimal) and "1'000'000" (Swiss).
+    if re.fullmatch(sign + r"\d{1,3}(?:\.\d{3}){2,}", whole):
+        return whole.replace(".", "")
+    if re.fullmatch(sign + r"\d{1,3}(?:['\u2019]\d{3})+(?:\.\d+)?", whole):
+        return re.sub("['\u2019]", "", whole)
     # A decimal comma where a list cannot be meant: "1000,99", "2,74", "0,111".
     m = re.fullmatch(r"(-?)(\d+),(\d+)", whole)
     if m and (m.group(2) == "0" or len(m.group(3)) not in (3,) and (len(m.group(2)) > 1 or len(m.group(3)) > 1)):
@@ -178,6 +183,21 @@ def _without_qualifier(s: str) -> str:
     if condition and not _RELATION_MARK.search(condition.group(1)):
         s = condition.group(1)
     return s
+
+
+# An angle in degrees inside a trigonometric function is that many pi/180 radians: `\\sin 60^\\circ`,
+# `\\cos(45°)`, `\\tan 30 degrees`; elsewhere a degree sign only marks the value (`angles.py`).
+_TRIG_DEGREES = re.compile(
+    r"(\\(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])(?:\^\s*\{?\s*\d\s*\}?)?)\s*(\(?)\s*(\d+(?:\.\d+)?)\s*"
+    r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|°|\\degree(?![a-zA-Z])|\s*degrees?\b)\s*(\)?)")
+
+
+def _trig_degrees(s: str) -> str:
+    def radians(m: re.Match[str]) -> str:
+        if bool(m.group(2)) != bool(m.group(4)):
+            return m.group(0)
+        return f"{m.group(1)}({m.group(3)}\\pi/180)"
+    return _TRIG_DEGREES.sub(radians, s)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -206,6 +226,7 @@ def _normalise(text: str) -> Normalised:
     s = re.sub(r"\\begin\{array\}\{[^{}]*\}", r"\\begin{array}", s)
     s = re.sub(r"\\begin\{[pbBvV]?matrix\}|\\begin\{array\}|\\begin\{smallmatrix\}", r"\\matrix{", s)
     s = re.sub(r"\\end\{[pbBvV]?matrix\}|\\end\{array\}|\\end\{smallmatrix\}", "}", s)
+    s = _trig_degrees(s)
     s, degree_signs = re.subn(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|°|\\degree(?![a-zA-Z])", "", s)
     percent = False
     if _PERCENT.search(s):

@@ -81,6 +81,10 @@ def tokenize(s: str) -> list[tuple[str, str]]:
         pos = m.end()
         kind = m.lastgroup
         assert kind is not None
+        # "1.234.567" is one numeral with two points (a locale's thousands, or a typo), never the
+        # product 1.234 * .567.
+        if kind == "num" and "." in m.group(kind) and s[pos:pos + 1] == "." and s[pos + 1:pos + 2].isdigit():
+            raise ParseFailure(f"a number with two decimal points: {s[m.start(kind):pos + 2]!r}")
         tokens.append((kind, m.group(kind)))
     return tokens
 
