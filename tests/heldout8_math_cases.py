@@ -1,6 +1,8 @@
 """Round 8's held-out math answers, written blind from docs/math_verifier.md and the README.
 
-Each case: (name, task, response, expected verdict). The expected verdict is what a careful
+Each case: (name, task, response, expected verdict). Four blind cases that turned out to repeat
+round 7's exactly (a bmatrix for a pmatrix and its transpose, `x = 3` for 3, `\\varnothing` for
+`\\emptyset`; all four agreed) were left out here. The expected verdict is what a careful
 grader gives from the written contract; where the contract is silent, what a user of a
 production reward service expects (noted per case).
 """
@@ -112,10 +114,8 @@ MATH_CASES: list[Case] = [
     ("tuple_as_named_values", {"answer": "(2, 3)"}, "\\boxed{x=2, y=3}", C),
     ("pm_for_pair_set", {"answer": "\\{-2, 2\\}"}, "\\boxed{\\pm 2}", C),
     ("pm_for_one_value", {"answer": "2"}, "\\boxed{\\pm 2}", F),
-    ("empty_set_symbol", {"answer": "\\emptyset"}, "\\boxed{\\varnothing}", C),
     ("empty_set_words", {"answer": "\\emptyset"}, "There is \\boxed{\\text{no solution}}.", C),
     # equations and named values
-    ("named_value", {"answer": "3"}, "\\boxed{x = 3}", C),
     ("named_value_sign_error", {"answer": "3"}, "\\boxed{x=-3}", X),
     ("gold_named_answer_plain", {"answer": "x = 3"}, "3", C),
     ("roots_as_or", {"answer": "2, -3"}, "\\boxed{x = -3 \\text{ or } x = 2}", C),
@@ -125,11 +125,6 @@ MATH_CASES: list[Case] = [
     ("expression_reordered", {"answer": "2x+3"}, "\\boxed{3+2x}", C),
     ("expression_factored", {"answer": "x^2-1"}, "\\boxed{(x-1)(x+1)}", C),
     ("expression_wrong_square", {"answer": "x^2+1"}, "\\boxed{(x+1)^2}", X),
-    # matrices
-    ("matrix_bracket_style", {"answer": "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"},
-     "\\boxed{\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}}", C),
-    ("matrix_transposed", {"answer": "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"},
-     "\\boxed{\\begin{pmatrix}1&3\\\\2&4\\end{pmatrix}}", X),
     # multiple choice
     ("choice_phrase", {"answer": "C"}, "The correct option is (C).", C),
     ("choice_value_with_choices", {"answer": "C", "choices": CHOICES}, "\\boxed{6}", C),

@@ -1,6 +1,7 @@
 """Held-out math answers, round 8: written blind (docs/math_verifier.md and the README only,
 before the verifier's code or earlier held-out files were read), labelled with the verdict a
-careful grader gives. Blind score 102/107 before the round's fixes, 107/107 after
+careful grader gives. Blind score 102/107 before the round's fixes, 107/107 after; the 4 that
+repeat round 7 exactly (all agreed) are left out, so 98/103 and 103/103 here
 (docs/math_verifier.md, "Round 8"). Then regression cases for those fixes, written after.
 
 Through the public HTTP API (`/v1/groups`) on the in-process app and the process sandbox.

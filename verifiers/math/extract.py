@@ -375,7 +375,9 @@ def _tagged(text: str) -> Extraction | None:
     return Extraction([content] if content else [], "answer_tag")
 
 
-def extract_answer(response: str, last_number_fallback: bool = True) -> Extraction:
+def extract_answer(response: str, last_number_fallback: bool = True, is_gold: bool = False) -> Extraction:
+    """A response's answer candidates. A gold (`is_gold`) is never cut by a length limit, so a box
+    it leaves open is read as before rather than refused."""
     text = unescape(response)
     if "think" in text.lower():
         text = _outside_thought(text)
@@ -386,7 +388,7 @@ def extract_answer(response: str, last_number_fallback: bool = True) -> Extracti
         # A lone tag is not an answer phrase ("</answer>" must not read as "answer").
         text = _LONE_TAG.sub(" ", text)
     spans = _box_spans(text)
-    if ("\\boxed" in text or "\\fbox" in text) and _cut_in_a_box(text, spans):
+    if not is_gold and ("\\boxed" in text or "\\fbox" in text) and _cut_in_a_box(text, spans):
         return Extraction([], "unclosed_box")
     minerva = _minerva_sentence(text)
     if spans and not (minerva and minerva[0] > text.rfind("\\boxed")):
@@ -436,7 +438,7 @@ def extract_gold(gold: str) -> Extraction:
         and "\\(" not in text and "\\[" not in text and "answer" not in text.lower()
     if plain:
         return Extraction([text], "as_given")
-    found = extract_answer(text, last_number_fallback=True)
+    found = extract_answer(text, last_number_fallback=True, is_gold=True)
     if found.method == "whole_response":
         return Extraction([text], "as_given")
     return found
