@@ -50,7 +50,8 @@ _EMPHASIS_EDGES = "*_ "
 _CHOICE_FIRST = re.compile(r"\(?[A-H]\)\s|\(?[A-H][.:]\s")
 _GSM8K = re.compile(r"####\s*([^\n]+)")
 _CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or|或|和|且)[\s,;.]*)?", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:[,.]\d+)*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
+# A number in prose, with its separators ("1,250.00", "1.234.567", Swiss "1'000'000").
+_NUMBER = re.compile(r"(?<![A-Za-z\d.'\u2019])-?\d+(?:[,.]\d+|['\u2019]\d{3}(?!\d))*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
 _PROSE = re.compile(r"[A-Za-z]{3,}")
 _SHORT_ANSWER_CHARS = 120
 # An explicit retraction of an answer already given (not "let me double-check", not "on reflection").
