@@ -78,3 +78,14 @@ def test_a_hedge_after_the_phrase_is_flagged_and_an_honest_answer_still_earns(cl
     assert "multiple_answers" in hedged["flags"], hedged
     assert len(hedged["evidence"]["candidates"]) == 2, hedged
     check_verdict(honest, C)
+
+
+def test_a_box_cut_by_the_length_limit_says_why_and_the_closed_box_still_earns(client):
+    cut, closed = verdicts_of(client, "math", [
+        ("cut", {"answer": "12"}, "Adding the terms, the sum is \\boxed{12", F),
+        ("closed", {"answer": "12"}, "Adding the terms, the sum is \\boxed{12}", C),
+    ]).values()
+    check_verdict(cut, F)
+    assert cut["evidence"]["extraction"] == "unclosed_box", cut
+    assert "left open" in cut["evidence"]["reason"], cut
+    check_verdict(closed, C)

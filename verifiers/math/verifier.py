@@ -37,6 +37,9 @@ SESSIONS = ResidentSpec(TARGET, "math_serve", PRELOAD,
 Pending = tuple[int, dict[str, Any], dict[str, Any]]
 
 
+# Why nothing was taken, where a rule says more than "nothing found".
+_NO_ANSWER = {"unclosed_box": "a box is left open: the response was cut inside its answer"}
+
 class MathTask(TaskBase):
     # The gold is hidden: a registered held-out set is not readable by trainer keys.
     hidden_fields: ClassVar[frozenset[str]] = frozenset({"answer"})
@@ -149,8 +152,9 @@ class MathVerifier(Verifier):
                                           {**evidence, "reason": f"more than {MAX_CANDIDATES} final answers"},
                                           flags=["multiple_answers"])
             elif extraction.text is None:
+                reason = _NO_ANSWER.get(extraction.method, "no final answer found")
                 outcomes[index] = Outcome(Verdict.invalid_format, [hard("format", False), hard("correctness", False)],
-                                          {**evidence, "reason": "no final answer found"})
+                                          {**evidence, "reason": reason})
             else:
                 pending.append((index, {**_request(task, gold, extraction), "claims": claims_of(response)}, evidence))
         answers = answer_all(ctx.sandbox, SESSIONS, [request for _, request, _ in pending], timeout_s=task.timeout_s,
