@@ -46,6 +46,9 @@ FIX_CASES: list[tuple[str, dict, str, str]] = [
     ("denial_still_answers", {"answer": "12"}, "The answer is 12 and not 13.", C),
     ("rewriting_is_not_a_hedge", {"answer": "12"}, "The answer is 12, but it could be written as 24/2.", C),
     ("possibly_same_value", {"answer": "12"}, "The answer is possibly 12.", C),
+    ("fallback_hedge_could_also_be", {"answer": "13"}, "It is 12, but it could also be 13.", F),
+    ("fallback_hedge_also_possible", {"answer": "13"}, "Total: 12, though 13 is also possible.", F),
+    ("fallback_single_value_still_earns", {"answer": "13"}, "Adding them up gives 13.", C),
     ("explanation_names_values", {"answer": "12"}, "The answer is 12, since x can be 4 and y may be 3.", C),
     # a box cut off by the length limit is no answer
     ("cut_box_after_answer", {"answer": "12"}, "So \\boxed{12}. Restating: \\boxed{1", F),

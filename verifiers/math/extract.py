@@ -330,6 +330,13 @@ def _last_numbers(text: str, numbers: list[re.Match[str]]) -> list[str]:
         if _OR.fullmatch(text, number.end(), found[0].start()) is None:
             break
         found.insert(0, number)
+    # "It is 12, but it could also be 13": the last number is an alternative offered to the one before.
+    offered = _last_match(_ALTERNATIVE, text)  # no number follows the last one, so neither does a later match
+    if offered is not None and len(found) == 1:
+        group = next(i for i in (1, 2, 3) if offered.group(i))
+        before = [n for n in numbers if n.end() <= offered.start(group) and n.end() < found[-1].start()]
+        if offered.end(group) == found[-1].end() and before:
+            found.insert(0, before[-1])
     scale = _SCALE_WORD.match(text, found[-1].end())  # "about 2.5 million": the word is part of it
     degrees = _DEGREES.match(text, found[-1].end())  # "90°": an angle in degrees, not the number 90
     suffix = f" {scale.group(1)}" if scale else "°" if degrees else ""
