@@ -162,3 +162,50 @@ SQL_CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("raise_two_statements", task(RAISE_OPS, mode="mutation"),
      sql(RAISE_OPS + ";\nUPDATE emp SET salary = 0 WHERE dept_id IS NULL;"), V),
 ]
+
+
+# A second blind batch, Postgres dialect (written before any SQL verifier code was read).
+def pg_task(gold: str, **changes: Any) -> dict[str, Any]:
+    return task(gold, dialect="postgres", **changes)
+
+
+PG_SALES = "SELECT emp_id, ROUND(SUM(amount)::numeric, 2) FROM sales GROUP BY emp_id"
+PG_HIGH = ("SELECT dept_id, SUM(CASE WHEN salary >= 90 THEN 1 ELSE 0 END) FROM emp "
+           "WHERE dept_id IS NOT NULL GROUP BY dept_id")
+PG_NULLS_FIRST = "SELECT name, manager_id FROM emp ORDER BY manager_id NULLS FIRST, name"
+PG_FLAG = "SELECT name, salary > 85 FROM emp"
+PG_AVG = "SELECT dept_id, AVG(salary) FROM emp WHERE dept_id IS NOT NULL GROUP BY dept_id"
+
+PG_CASES: list[tuple[str, dict[str, Any], str, str]] = [
+    ("pg_ilike", pg_task(PARIS), sql("SELECT name FROM emp WHERE city ILIKE 'paris'"), C),
+    ("pg_distinct_on_drops_tie", pg_task(TOP_PER_DEPT),
+     sql("SELECT DISTINCT ON (e.dept_id) d.name, e.name, e.salary FROM emp e JOIN dept d ON d.id = e.dept_id "
+         "ORDER BY e.dept_id, e.salary DESC"), X),
+    ("pg_float_average", pg_task(PG_AVG),
+     sql("SELECT dept_id, SUM(salary)::float / COUNT(*) FROM emp WHERE dept_id IS NOT NULL GROUP BY dept_id"), C),
+    ("pg_numeric_average", pg_task(PG_AVG),
+     sql("SELECT dept_id, SUM(salary)::numeric / COUNT(*) FROM emp WHERE dept_id IS NOT NULL GROUP BY dept_id"), C),
+    ("pg_rounded_average", pg_task(PG_AVG),
+     sql("SELECT dept_id, ROUND(AVG(salary), 2) FROM emp WHERE dept_id IS NOT NULL GROUP BY dept_id"), X),
+    ("pg_integer_average", pg_task(PG_AVG),
+     sql("SELECT dept_id, SUM(salary) / COUNT(*) FROM emp WHERE dept_id IS NOT NULL GROUP BY dept_id"), X),
+    ("pg_unrounded_float_sum", pg_task(PG_SALES), sql("SELECT emp_id, SUM(amount) FROM sales GROUP BY emp_id"), C),
+    ("pg_filter_clause", pg_task(PG_HIGH),
+     sql("SELECT dept_id, COUNT(*) FILTER (WHERE salary >= 90) FROM emp WHERE dept_id IS NOT NULL GROUP BY 1"), C),
+    ("pg_nulls_default_last", pg_task(PG_NULLS_FIRST), sql("SELECT name, manager_id FROM emp ORDER BY manager_id, name"), X),
+    ("pg_nulls_first_by_boolean", pg_task(PG_NULLS_FIRST),
+     sql("SELECT name, manager_id FROM emp ORDER BY manager_id IS NOT NULL, manager_id, name"), C),
+    ("pg_boolean_as_integer", pg_task(PG_FLAG),
+     sql("SELECT name, CASE WHEN salary > 85 THEN 1 ELSE 0 END FROM emp"), X),
+    ("pg_boolean_spelled_case", pg_task(PG_FLAG),
+     sql("SELECT name, CASE WHEN salary > 85 THEN true ELSE false END FROM emp"), C),
+    ("pg_update_from", pg_task(RAISE_OPS, mode="mutation"),
+     sql("UPDATE emp SET salary = salary * 11 / 10 FROM dept WHERE dept.id = emp.dept_id AND dept.name = 'Ops'"), C),
+    ("pg_delete_in_cte", pg_task(JOIN),
+     sql("WITH gone AS (DELETE FROM emp WHERE dept_id IS NULL RETURNING id) "
+         "SELECT e.name, d.name FROM emp e JOIN dept d ON d.id = e.dept_id"), V),
+    ("pg_string_concat_function", pg_task(LABELS),
+     sql("SELECT concat(name, ' (', city, ')') FROM emp WHERE city IS NOT NULL"), C),
+    ("pg_concat_function_keeps_null_rows", pg_task(LABELS),
+     sql("SELECT concat(name, ' (', city, ')') FROM emp"), X),
+]

@@ -41,7 +41,7 @@ from psycopg import sql as pgsql
 
 from sandboxes.base import SandboxError
 from verifiers.base import VerifyContext
-from verifiers.sql.compare import Row, Tagged
+from verifiers.sql.compare import Row, Single, Tagged
 from verifiers.sql.execution import Execution, InstanceRun, Statement, StatementResult, TableDiff
 from verifiers.sql.inside.rowdiff import hashable, pick
 from verifiers.sql.task import SqlTask
@@ -75,6 +75,20 @@ def _with(url: str, *, user: str | None = None, password: str | None = None, dat
         netloc += f":{parts.port}"
     path = f"/{database}" if database is not None else parts.path
     return urlunsplit((parts.scheme, netloc, path, parts.query, ""))
+
+
+# Postgres' type oid of `real` (float4): its values are single precision.
+FLOAT4_OID = 700
+
+
+def single_precision_columns(description: Any) -> list[bool]:
+    return [d.type_code == FLOAT4_OID for d in description or ()]
+
+
+def normalize_row(row: Any, single: list[bool]) -> Row:
+    """A row's values to the comparison model, float4 values marked as `Single`."""
+    return tuple(Single(v) if is_single and isinstance(v, float) else normalize(v)
+                 for v, is_single in zip(row, single, strict=True))
 
 
 def normalize(value: Any) -> Any:
@@ -442,6 +456,7 @@ def _fetch(conn: psycopg.Connection, sql: str, task: SqlTask) -> StatementResult
     with conn.cursor(name=f"attempt_{secrets.token_hex(4)}") as cursor:
         cursor.execute(sql)
         columns = [d.name for d in cursor.description or ()]
+        single = single_precision_columns(cursor.description)
         rows: list[Row] = []
         size = 0
         # statement_timeout bounds each FETCH; this bounds them all together.
@@ -453,7 +468,7 @@ def _fetch(conn: psycopg.Connection, sql: str, task: SqlTask) -> StatementResult
             if not chunk:
                 break
             for row in chunk:
-                normalized = tuple(normalize(v) for v in row)
+                normalized = normalize_row(row, single)
                 size += sum(len(v) + 4 if isinstance(v, str | bytes) else 12 for v in normalized)
                 rows.append(normalized)
             if len(rows) > task.max_rows or size > task.max_result_bytes:
@@ -470,5 +485,6 @@ def _snapshot(conn: psycopg.Connection, schema: str) -> dict[str, tuple[list[str
     for table in tables:
         query = pgsql.SQL("SELECT * FROM {}.{}").format(pgsql.Identifier(schema), pgsql.Identifier(table))
         cursor = conn.execute(query)
-        out[table] = ([d.name for d in cursor.description or ()], [tuple(normalize(v) for v in r) for r in cursor])
+        single = single_precision_columns(cursor.description)
+        out[table] = ([d.name for d in cursor.description or ()], [normalize_row(r, single) for r in cursor])
     return out
