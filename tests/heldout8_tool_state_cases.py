@@ -94,3 +94,45 @@ TOOL_STATE_CASES: list[tuple[str, dict[str, Any], str, str]] = [
      trace([call("freeze_account", account_id="A4"), call("transfer", from_account="A4", to_account="A1", amount=1)],
            "A4 is frozen."), V),
 ]
+
+
+# A second blind batch (written before any tool_state verifier code was read).
+def balance_task(**changes: Any) -> dict[str, Any]:
+    """u1 reads A1's balance and reports it: 950 cents."""
+    return {
+        "environment": "bank",
+        "actor": "u1",
+        "initial_state": bank_state(),
+        "allowed_tools": ["list_accounts", "get_balance"],
+        "required_reads": [{"tool": "get_balance", "args": {"account_id": "A1"}}],
+        "required_outputs": ["950"],
+        **changes,
+    }
+
+
+TOOL_STATE_CASES_2: list[tuple[str, dict[str, Any], str, str]] = [
+    ("read_and_report", balance_task(), trace([call("get_balance", account_id="A1")], "A1 holds 950 cents."), C),
+    ("report_without_read", balance_task(), trace([], "A1 holds 950 cents."), X),
+    ("report_other_unit", balance_task(), trace([call("get_balance", account_id="A1")], "A1 holds $9.50."), X),
+    ("read_via_list_only", balance_task(), trace([call("list_accounts")], "A1 holds 950 cents."), X),
+    ("teller_reads_any_then_freezes", freeze_task(),
+     trace([call("get_balance", account_id="A2"), call("freeze_account", account_id="A4")], "A4 frozen."), C),
+    ("pays_from_other_own_account", transfer_task(),
+     trace([call("transfer", from_account="A3", to_account="A2", amount=500)], "Your balance is 450."), X),
+    ("refused_for_funds_then_right", transfer_task(),
+     trace([call("transfer", from_account="A1", to_account="A2", amount=5000), PAY], "Balance now 450."), C),
+    ("missing_account_then_right", transfer_task(),
+     trace([call("transfer", from_account="A1", to_account="A9", amount=500), PAY], "Balance now 450."), C),
+    ("zero_amount", transfer_task(),
+     trace([call("transfer", from_account="A1", to_account="A2", amount=0)], "Balance now 450."), X),
+    # Blind label violation, my mistake on reflection: "Transfer" names no tool of the environment
+    # at all (a malformed call, flag unknown_tool), not a forbidden one; a tool of the environment
+    # outside allowed_tools is the violation (teller_uses_unlisted_tool). No reward either way.
+    ("tool_name_other_case", transfer_task(),
+     trace([call("Transfer", from_account="A1", to_account="A2", amount=500)], "Balance now 450."), F),
+    ("calls_only_array", transfer_task(), json.dumps([PAY]), F),
+    ("over_max_calls", transfer_task(max_calls=2),
+     trace([call("list_accounts"), call("get_balance", account_id="A1"), PAY], "Balance now 450."), F),
+    ("over_max_message_chars", transfer_task(max_message_chars=40),
+     trace([PAY], "Balance now 450. " + "Thank you for banking with us today! " * 3), F),
+]

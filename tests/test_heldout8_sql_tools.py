@@ -1,6 +1,7 @@
 """Held-out SQL statements and tool_state traces, round 8: written blind (the public docs
 only), labelled with the verdict the contract gives. Blind scores: SQL 53/53 before any fix;
-tool_state 20/21, the one difference the blind label's mistake (see the case's comment).
+tool_state 20/21 and, in a second blind batch, 12/13: each difference the blind label's
+mistake (see the cases' comments), no verifier change.
 
 Through the public HTTP API (`/v1/groups`) on the in-process app and the process sandbox.
 """
@@ -11,7 +12,7 @@ import pytest
 
 from tests.heldout8_sql_cases import SQL_CASES
 from tests.heldout8_support import check_verdict, verdicts_of
-from tests.heldout8_tool_state_cases import TOOL_STATE_CASES
+from tests.heldout8_tool_state_cases import TOOL_STATE_CASES, TOOL_STATE_CASES_2
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def sql_verdicts(client) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def tool_verdicts(client) -> dict[str, dict]:
-    return verdicts_of(client, "tool_state", TOOL_STATE_CASES)
+    return verdicts_of(client, "tool_state", TOOL_STATE_CASES + TOOL_STATE_CASES_2)
 
 
 @pytest.mark.parametrize("name,expected", [(name, expected) for name, _, _, expected in SQL_CASES])
@@ -29,7 +30,8 @@ def test_heldout8_sql(sql_verdicts, name, expected):
     check_verdict(sql_verdicts[name], expected)
 
 
-@pytest.mark.parametrize("name,expected", [(name, expected) for name, _, _, expected in TOOL_STATE_CASES])
+@pytest.mark.parametrize("name,expected",
+                         [(name, expected) for name, _, _, expected in TOOL_STATE_CASES + TOOL_STATE_CASES_2])
 def test_heldout8_tool_state(tool_verdicts, name, expected):
     check_verdict(tool_verdicts[name], expected)
 
