@@ -69,8 +69,10 @@ class Signer:
         return {"key_id": self.key_id, "algorithm": ALGORITHM,
                 "public_key": base64.b64encode(self.public_raw).decode(), "pem": pem}
 
-    def receipt(self, row: RecordRow) -> dict[str, Any]:
-        payload = receipt_payload(row)
+    def receipt(self, row: RecordRow, task_sent: str | None = None) -> dict[str, Any]:
+        """`task_sent`: the answered request's task as it named it (assay_rules.canonical.task_sent),
+        signed with the record so a trainer can tell an answer about another task."""
+        payload = receipt_payload(row) if task_sent is None else {**receipt_payload(row), "task_sent": task_sent}
         return {"payload": payload, "key_id": self.key_id, "signature": self.sign(payload)}
 
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import httpx
 
-from trainer_client.receipts import ReceiptError, ReceiptKey, ReplayGuard, check_result
+from assay_rules.canonical import task_sent
+from trainer_client.receipts import ReceiptError, ReceiptKey, ReplayGuard, check_result, check_task_sent
 from trainer_client.results import (
     Generation,
     Group,
@@ -194,7 +195,7 @@ def _check_group(part: _Part, group: dict[str, Any], key: ReceiptKey, scale: str
                  guard: ReplayGuard | None = None, call: tuple[str, datetime] | None = None) -> None:
     """Every result's receipt, and the group's rewards and advantages against the signed rewards;
     with `guard`, that no receipt answered another request (`call`: this one's token and start)
-    and that the group's results are about one task."""
+    and that the group's results are about one task, the one sent (the signed `task_sent`)."""
     results, responses = group.get("results") or [], part.group.responses
     if len(results) != len(responses):
         raise ReceiptError("the service returned a different number of results than responses")
@@ -204,6 +205,10 @@ def _check_group(part: _Part, group: dict[str, Any], key: ReceiptKey, scale: str
     if guard is not None and call is not None:
         for payload in payloads:
             guard.accept(payload, call[0], call[1])
+    # Last, so that the narrower refusals above name what they catch: every receipt signs this task.
+    sent = task_sent(part.group.verifier, part.group.task, part.group.task_id)
+    for payload in payloads:
+        check_task_sent(payload, sent)
     signed = [float(p["reward"]) for p in payloads]
     if [float(r) if r is not None else None for r in group.get("rewards", signed)] != signed:
         raise ReceiptError(f"the group's rewards {group.get('rewards')} differ from the signed rewards {signed}")
@@ -351,14 +356,16 @@ class _Base:
         self.stats.add(failed_requests=1)
         return None, reason
 
-    def _verify_result(self, data: dict[str, Any] | None, reason: str, response: str, request_id: str,
+    def _verify_result(self, data: dict[str, Any] | None, reason: str, body: dict[str, Any],
                        sent_at: datetime | None) -> ResponseResult:
         """`sent_at`: when the call began, None when the caller named its request_id (the
         record logged for that id earlier is then the right answer)."""
         if data is None:
             return client_error_result(reason, "request failed")
         if self.receipt_key is not None:
-            self.replay_guard.accept(check_result(data, self.receipt_key, response), f"verify:{request_id}", sent_at)
+            payload = check_result(data, self.receipt_key, body["response"])
+            self.replay_guard.accept(payload, f"verify:{body['request_id']}", sent_at)
+            check_task_sent(payload, task_sent(body["verifier"], body.get("task"), body.get("task_id")))
         return ResponseResult.model_validate(data)
 
     def _checked_eval(self, data: dict[str, Any], responses: int) -> dict[str, Any]:
@@ -442,7 +449,7 @@ class RewardClient(_Base):
         sent_at = None if request_id is not None else datetime.now(UTC)
         body = self._verify_body(verifier, response, task, task_id, request_id)
         data, reason = self._post("/v1/verify", body)
-        result = self._verify_result(data, reason, response, body["request_id"], sent_at)
+        result = self._verify_result(data, reason, body, sent_at)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result
 
@@ -535,6 +542,6 @@ class AsyncRewardClient(_Base):
         sent_at = None if request_id is not None else datetime.now(UTC)
         body = self._verify_body(verifier, response, task, task_id, request_id)
         data, reason = await self._post("/v1/verify", body)
-        result = self._verify_result(data, reason, response, body["request_id"], sent_at)
+        result = self._verify_result(data, reason, body, sent_at)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result

@@ -103,11 +103,15 @@ def _components(value: Any) -> dict[str, tuple[Any, Any]]:
     return {str(k): (v.get("value"), v.get("hard")) if isinstance(v, Mapping) else (v, None) for k, v in value.items()}
 
 
-def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | None = None) -> dict[str, Any]:
+def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | None = None,
+                 task: str | None = None) -> dict[str, Any]:
     """Check one result (a /v1/verify answer, or one of a group's `results`) against its receipt.
 
     `response`: the text the trainer sent for it, when known; the receipt must name its hash.
-    Returns the signed payload; raises ReceiptError naming what differs."""
+    `task`: `assay_rules.canonical.task_sent` of the verifier and task the trainer sent, when
+    known; the receipt must carry the same `task_sent` (a genuine answer about the same response
+    judged against another task is refused). Returns the signed payload; raises ReceiptError
+    naming what differs."""
     payload = key.verify(result.get("receipt"))
     where = f"record {payload.get('record_id')!r}"
     missing = [name for name in PAYLOAD_FIELDS if name not in payload]
@@ -125,7 +129,17 @@ def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | Non
                            f"{payload['components']!r}")
     if response is not None and payload["response_hash"] != response_hash(response):
         raise ReceiptError(f"{where}: the receipt is for another response than the one sent")
+    if task is not None:
+        check_task_sent(payload, task)
     return payload
+
+
+def check_task_sent(payload: Mapping[str, Any], task: str) -> None:
+    """Raises ReceiptError unless a checked receipt's payload signs `task`
+    (`assay_rules.canonical.task_sent` of the verifier and task the trainer sent)."""
+    if payload.get("task_sent") != task:
+        raise ReceiptError(f"record {payload.get('record_id')!r}: the receipt answers another request, about "
+                           f"another task than the one sent (task_sent {payload.get('task_sent')!r})")
 
 
 class ReplayGuard:

@@ -1,0 +1,147 @@
+"""Red team 8, receipts: a proxy between trainer and service that holds the trainer's own
+key (it sees the Authorization header) answers a request with a *fresh*, genuine receipt it
+asked for itself: the same response text judged against another task, where it is right.
+The record id was never seen by the client and the receipt was signed a moment ago, so
+neither the replay memory nor the age check of `trainer_client.receipts.ReplayGuard` can
+tell it from the real answer; the signed `task_sent` (the task as the request named it,
+`assay_rules.canonical.task_sent`) can. Each attack is followed by the honest exchange
+through the same proxy, which must still get its reward."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from assay_rules.canonical import task_sent
+from service.testing.app import AppServer, app_settings
+from trainer_client.client import AsyncRewardClient, RewardClient
+from trainer_client.receipts import ReceiptError, ReceiptKey, check_result
+
+RIGHT = "The answer is \\boxed{42}."
+RIGHT_TASK = {"answer": "42"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
+    with AppServer(app_settings(tmp_path_factory.mktemp("redteam8-receipts"))) as s:
+        yield s
+
+
+def _swapped(body: dict, other: dict) -> dict:
+    """The same request with every task replaced by `other` (where the responses are right)."""
+    if "groups" in body:
+        return {**body, "groups": [{k: v for k, v in {**g, "task": other}.items() if k != "task_id"}
+                                   for g in body["groups"]]}
+    fresh = {k: v for k, v in {**body, "task": other}.items() if k not in ("task_id", "request_id")}
+    return fresh
+
+
+class _FreshAnswerProxy(httpx.BaseTransport):
+    """Forwards nothing of the trainer's request when `swap` is on: it asks the service itself,
+    with the trainer's own headers, for the same responses judged against `other`, and hands
+    that genuine, freshly signed answer back."""
+
+    def __init__(self, inner: httpx.BaseTransport, other: dict) -> None:
+        self.inner, self.other, self.swap = inner, other, False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.swap:
+            body = _swapped(json.loads(request.content), self.other)
+            request = httpx.Request(request.method, request.url, json=body,
+                                    headers={"Authorization": request.headers["Authorization"]})
+        answer = self.inner.handle_request(request)
+        answer.read()
+        return httpx.Response(answer.status_code, content=answer.content, headers=dict(answer.headers))
+
+
+class _AsyncFreshAnswerProxy(httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.BaseTransport, other: dict) -> None:
+        self.sync = _FreshAnswerProxy(inner, other)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        return self.sync.handle_request(request)
+
+
+def _public_key(server: AppServer) -> str:
+    return server.client().get("/v1/receipts/key").json()["public_key"]
+
+
+def test_a_fresh_genuine_answer_about_another_task_is_refused(server: AppServer):
+    """The trainer asks about task {"answer": "43"}, where RIGHT is wrong; the proxy answers
+    with RIGHT judged against {"answer": "42"}: reward 1, genuine, fresh, never seen. Refused on
+    /v1/verify and /v1/groups; the honest exchange through the same proxy gets its reward."""
+    proxy = _FreshAnswerProxy(server.transport, RIGHT_TASK)
+    with RewardClient(server.url, server.create_key("reward"), transport=proxy,
+                      receipt_key=_public_key(server)) as client:
+        proxy.swap = True
+        with pytest.raises(ReceiptError, match="another task"):
+            client.verify("math", RIGHT, task={"answer": "43"})
+        with pytest.raises(ReceiptError, match="another task"):
+            client.score_groups([{"verifier": "math", "task": {"answer": "43"}, "responses": [RIGHT, RIGHT]}])
+        proxy.swap = False
+        assert client.verify("math", RIGHT, task=RIGHT_TASK).reward == 1.0
+        assert client.verify("math", "\\boxed{43}", task={"answer": "43"}).reward == 1.0
+        group = client.score_groups([{"verifier": "math", "task": {"answer": "43"},
+                                      "responses": ["\\boxed{43}", RIGHT]}])[0]
+        assert [r.reward for r in group.results] == [1.0, 0.0]
+
+
+def test_a_fresh_genuine_answer_about_another_task_id_or_inline_task_is_refused(server: AppServer):
+    """A registered task named by id: the proxy answers with the same response judged against
+    an inline task (or another registered id) where it is right. Refused; the id's own answer
+    is accepted, and so is the caller's own request_id sent again (its logged record)."""
+    admin = server.create_key("admin")
+    with server.client(admin) as c:
+        for task_id, answer in (("rt8-wrong", "43"), ("rt8-right", "42")):
+            made = c.post("/v1/tasks", json={"task_id": task_id, "verifier": "math", "task": {"answer": answer}})
+            assert made.status_code in (200, 201), made.text
+    proxy = _FreshAnswerProxy(server.transport, RIGHT_TASK)
+    with RewardClient(server.url, server.create_key("reward"), transport=proxy,
+                      receipt_key=_public_key(server)) as client:
+        proxy.swap = True
+        with pytest.raises(ReceiptError, match="another task"):
+            client.verify("math", RIGHT, task_id="rt8-wrong")
+        proxy.swap = False
+        assert client.verify("math", RIGHT, task_id="rt8-wrong").reward == 0.0
+        assert client.verify("math", RIGHT, task_id="rt8-right").reward == 1.0
+        first = client.verify("math", RIGHT, task_id="rt8-right", request_id="rt8-mine")
+        again = client.verify("math", RIGHT, task_id="rt8-right", request_id="rt8-mine")
+        assert first.reward == again.reward == 1.0 and first.record_id == again.record_id
+
+
+def test_the_async_client_refuses_a_fresh_answer_about_another_task(server: AppServer):
+    import asyncio
+
+    async def attack() -> None:
+        proxy = _AsyncFreshAnswerProxy(server.transport, RIGHT_TASK)
+        async with AsyncRewardClient(server.url, server.create_key("reward"), transport=proxy,
+                                     receipt_key=_public_key(server)) as client:
+            proxy.sync.swap = True
+            with pytest.raises(ReceiptError, match="another task"):
+                await client.verify("math", RIGHT, task={"answer": "43"})
+            with pytest.raises(ReceiptError, match="another task"):
+                await client.score_groups([{"verifier": "math", "task": {"answer": "43"}, "responses": [RIGHT]}])
+            proxy.sync.swap = False
+            assert (await client.verify("math", "\\boxed{43}", task={"answer": "43"})).reward == 1.0
+
+    asyncio.run(attack())
+
+
+def test_the_signed_task_sent_is_the_request_own_and_a_forged_one_breaks_the_signature(server: AppServer):
+    """What the service signs is the task as this request named it (key order, floats and
+    unicode as sent); editing `task_sent` into the payload breaks the signature."""
+    key = ReceiptKey.parse(_public_key(server))
+    task = {"answer": "4.5"}
+    with server.client(server.create_key("reward")) as c:
+        got = c.post("/v1/verify", json={"verifier": "math", "task": task, "response": "\\boxed{4.5}"}).json()
+    assert check_result(got, key, "\\boxed{4.5}", task_sent("math", task))["reward"] == 1.0
+    with pytest.raises(ReceiptError, match="another task"):
+        check_result(got, key, "\\boxed{4.5}", task_sent("math", {"answer": "4.50"}))
+    forged = json.loads(json.dumps(got))
+    forged["receipt"]["payload"]["task_sent"] = task_sent("math", {"answer": "4.50"})
+    with pytest.raises(ReceiptError, match="signature"):
+        check_result(forged, key, "\\boxed{4.5}", task_sent("math", {"answer": "4.50"}))
