@@ -77,9 +77,13 @@ class Signer:
 
 
 def receipt_payload(row: RecordRow) -> dict[str, Any]:
-    return {"record_id": row.id, "task_hash": row.task_hash, "response_hash": row.response_hash,
-            "verifier": row.verifier, "verifier_version": row.verifier_version, "verdict": row.verdict,
-            "reward": row.reward, "components": row.components, "time": utc_iso(row.created_at)}
+    payload = {"record_id": row.id, "task_hash": row.task_hash, "response_hash": row.response_hash,
+               "verifier": row.verifier, "verifier_version": row.verifier_version, "verdict": row.verdict,
+               "reward": row.reward, "components": row.components, "time": utc_iso(row.created_at)}
+    # A caller's request_id names one record only (unique per key), so a trainer that sends a fresh
+    # id and finds it signed knows the answer is that request's: not an earlier one, not the best
+    # of several judgements a proxy asked for.
+    return payload if row.request_id is None else {**payload, "request_id": row.request_id}
 
 
 def utc_iso(moment: datetime) -> str:

@@ -145,3 +145,53 @@ def test_the_signed_task_sent_is_the_request_own_and_a_forged_one_breaks_the_sig
     forged["receipt"]["payload"]["task_sent"] = task_sent("math", {"answer": "4.50"})
     with pytest.raises(ReceiptError, match="signature"):
         check_result(forged, key, "\\boxed{4.5}", task_sent("math", {"answer": "4.50"}))
+
+
+class _OtherJudgementProxy(httpx.BaseTransport):
+    """Hands back, for a /v1/verify call, another genuine judgement of the very same task and
+    response: one it kept from an earlier call (of this or another client process), or a fresh
+    one it asked for itself under another request_id (a proxy could ask several times and keep
+    the best, where a verdict can vary, e.g. by a time limit)."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner, self.kept, self.mode = inner, {}, "forward"
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        what = json.dumps([body.get("task"), body.get("task_id"), body.get("response")], sort_keys=True)
+        if self.mode == "replay" and what in self.kept:
+            return httpx.Response(200, content=self.kept[what], headers={"Content-Type": "application/json"})
+        if self.mode == "fresh":
+            body = {**body, "request_id": f"proxy-{body['request_id']}"}
+            request = httpx.Request(request.method, request.url, json=body,
+                                    headers={"Authorization": request.headers["Authorization"]})
+        answer = self.inner.handle_request(request)
+        answer.read()
+        if answer.status_code == 200:
+            self.kept[what] = answer.content
+        return httpx.Response(answer.status_code, content=answer.content, headers=dict(answer.headers))
+
+
+def test_a_verify_answer_is_the_call_own_judgement_even_within_the_age_allowance(server: AppServer):
+    """The known leftover of red team 7: a genuine receipt for the same task and response,
+    signed seconds ago, handed to a client that never saw it (another trainer process, default
+    300 s allowance), was accepted; so was a judgement the proxy asked for itself. /v1/verify
+    receipts now sign the call's request_id (one record per id and key): both are refused,
+    and the honest call through the same proxy is accepted."""
+    proxy = _OtherJudgementProxy(server.transport)
+    key, public = server.create_key("reward"), _public_key(server)
+    with RewardClient(server.url, key, transport=proxy, receipt_key=public) as first:
+        assert first.verify("math", RIGHT, task=RIGHT_TASK).reward == 1.0
+    with RewardClient(server.url, key, transport=proxy, receipt_key=public) as second:
+        proxy.mode = "replay"
+        with pytest.raises(ReceiptError, match="another request"):
+            second.verify("math", RIGHT, task=RIGHT_TASK)
+        proxy.mode = "fresh"
+        with pytest.raises(ReceiptError, match="another request"):
+            second.verify("math", RIGHT, task=RIGHT_TASK)
+        proxy.mode = "forward"
+        honest = second.verify("math", RIGHT, task=RIGHT_TASK)
+        assert honest.reward == 1.0
+        # The caller's own request_id again: its logged record, signed with that id, accepted.
+        assert second.verify("math", RIGHT, task=RIGHT_TASK, request_id=honest.request_id).record_id == \
+            honest.record_id

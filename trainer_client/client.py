@@ -365,7 +365,8 @@ class _Base:
         if self.receipt_key is not None:
             payload = check_result(data, self.receipt_key, body["response"])
             self.replay_guard.accept(payload, f"verify:{body['request_id']}", sent_at)
-            check_task_sent(payload, task_sent(body["verifier"], body.get("task"), body.get("task_id")))
+            check_task_sent(payload, task_sent(body["verifier"], body.get("task"), body.get("task_id")),
+                            body["request_id"])
         return ResponseResult.model_validate(data)
 
     def _checked_eval(self, data: dict[str, Any], responses: int) -> dict[str, Any]:

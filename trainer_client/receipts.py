@@ -134,12 +134,18 @@ def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | Non
     return payload
 
 
-def check_task_sent(payload: Mapping[str, Any], task: str) -> None:
+def check_task_sent(payload: Mapping[str, Any], task: str, request_id: str | None = None) -> None:
     """Raises ReceiptError unless a checked receipt's payload signs `task`
-    (`assay_rules.canonical.task_sent` of the verifier and task the trainer sent)."""
+    (`assay_rules.canonical.task_sent` of the verifier and task the trainer sent) and, for a
+    /v1/verify call, the call's `request_id` (one record per id and key, so a fresh id signed
+    means this call's own judgement)."""
+    where = f"record {payload.get('record_id')!r}"
     if payload.get("task_sent") != task:
-        raise ReceiptError(f"record {payload.get('record_id')!r}: the receipt answers another request, about "
-                           f"another task than the one sent (task_sent {payload.get('task_sent')!r})")
+        raise ReceiptError(f"{where}: the receipt answers another request, about another task than the one "
+                           f"sent (task_sent {payload.get('task_sent')!r})")
+    if request_id is not None and payload.get("request_id") != request_id:
+        raise ReceiptError(f"{where}: the receipt answers another request (request_id "
+                           f"{payload.get('request_id')!r}, not {request_id!r})")
 
 
 class ReplayGuard:
