@@ -32,6 +32,13 @@ def task_sent(verifier: str, task: Any = None, task_id: str | None = None) -> st
     return hashlib.sha256(canonical_json(named, allow_nan=True)).hexdigest()
 
 
+def eval_report_digest(report: Any) -> str:
+    """The signed `report` of an evaluation's answer: SHA-256 (hex) of the canonical JSON of its
+    `{"families": ..., "overall": ...}` as the service sent them."""
+    return hashlib.sha256(canonical_json({"families": report["families"], "overall": report["overall"]},
+                                         allow_nan=True)).hexdigest()
+
+
 def key_id_of(raw_public_key: bytes) -> str:
     """A key's id: the first 16 hex digits of SHA-256 of its raw 32 bytes."""
     return hashlib.sha256(raw_public_key).hexdigest()[:16]

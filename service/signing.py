@@ -72,7 +72,11 @@ class Signer:
     def receipt(self, row: RecordRow, task_sent: str | None = None) -> dict[str, Any]:
         """`task_sent`: the answered request's task as it named it (assay_rules.canonical.task_sent),
         signed with the record so a trainer can tell an answer about another task."""
-        payload = receipt_payload(row) if task_sent is None else {**receipt_payload(row), "task_sent": task_sent}
+        payload = receipt_payload(row)
+        return self.signed(payload if task_sent is None else {**payload, "task_sent": task_sent})
+
+    def signed(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A payload in a receipt's shape: {payload, key_id, signature}."""
         return {"payload": payload, "key_id": self.key_id, "signature": self.sign(payload)}
 
 

@@ -195,3 +195,52 @@ def test_a_verify_answer_is_the_call_own_judgement_even_within_the_age_allowance
         # The caller's own request_id again: its logged record, signed with that id, accepted.
         assert second.verify("math", RIGHT, task=RIGHT_TASK, request_id=honest.request_id).record_id == \
             honest.record_id
+
+
+WRONG = "The answer is \\boxed{41}."
+
+
+class _EvalProxy(httpx.BaseTransport):
+    """Between trainer and service on POST /v1/evals. `mode`: "figures" rewrites the report's
+    pass@k and mean reward (every receipt stays genuine); "other_run" answers with a genuine
+    report of its own run, the same name, checkpoint and responses judged against tasks where
+    they are right; "forward" forwards."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner, self.mode = inner, "forward"
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.mode == "other_run":
+            body = json.loads(request.content)
+            body["families"] = {f: [{**g, "task": RIGHT_TASK} for g in gs] for f, gs in body["families"].items()}
+            request = httpx.Request(request.method, request.url, json=body,
+                                    headers={"Authorization": request.headers["Authorization"]})
+        answer = self.inner.handle_request(request)
+        answer.read()
+        if self.mode != "figures" or answer.status_code != 201:
+            return httpx.Response(answer.status_code, content=answer.content, headers=dict(answer.headers))
+        data = json.loads(answer.content)
+        for report in [data["overall"], *data["families"].values()]:
+            report["mean_reward"] = 1.0
+            report["pass_at_k"] = {k: 1.0 for k in report.get("pass_at_k") or {}}
+        return httpx.Response(answer.status_code, json=data)
+
+
+def test_an_evaluation_report_cannot_be_rewritten_or_answered_by_another_run(server: AppServer):
+    """Before, `evaluate` checked only that each receipt was genuine: a proxy could raise the
+    figures (pass@k, mean reward) or hand back its own run's report. Now the service signs the
+    figures with the records and the tasks sent; both are refused and the honest report of the
+    same evaluation is accepted with its true figures."""
+    proxy = _EvalProxy(server.transport)
+    families = {"arith": [{"verifier": "math", "task": {"answer": "43"}, "responses": [RIGHT, WRONG]},
+                          {"verifier": "math", "task": {"answer": "41"}, "responses": [WRONG, RIGHT]}]}
+    with RewardClient(server.url, server.create_key("reward"), transport=proxy,
+                      receipt_key=_public_key(server)) as client:
+        for mode in ("figures", "other_run"):
+            proxy.mode = mode
+            with pytest.raises(ReceiptError, match="differ from what the service signed"):
+                client.evaluate("rt8", "step-1", families)
+        proxy.mode = "forward"
+        report = client.evaluate("rt8", "step-1", families)
+    assert report["overall"]["mean_reward"] == pytest.approx(0.25)  # one right answer of four
+    assert report["signed"]["payload"]["eval_id"] == report["id"]

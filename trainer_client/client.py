@@ -27,7 +27,14 @@ from typing import Any
 import httpx
 
 from assay_rules.canonical import task_sent
-from trainer_client.receipts import ReceiptError, ReceiptKey, ReplayGuard, check_result, check_task_sent
+from trainer_client.receipts import (
+    ReceiptError,
+    ReceiptKey,
+    ReplayGuard,
+    check_eval,
+    check_result,
+    check_task_sent,
+)
 from trainer_client.results import (
     Generation,
     Group,
@@ -369,13 +376,13 @@ class _Base:
                             body["request_id"])
         return ResponseResult.model_validate(data)
 
-    def _checked_eval(self, data: dict[str, Any], responses: int) -> dict[str, Any]:
+    def _checked_eval(self, data: dict[str, Any], body: dict[str, Any],
+                      groups: dict[str, list[Group]]) -> dict[str, Any]:
+        """The report, once its receipts and the signature over its figures are checked (receipts.check_eval)."""
         if self.receipt_key is not None:
-            receipts = data.get("receipts") or []
-            if len(receipts) != responses:
-                raise ReceiptError(f"the evaluation carries {len(receipts)} receipts for {responses} responses")
-            for receipt in receipts:
-                self.receipt_key.verify(receipt)
+            sent = {family: [(task_sent(g.verifier, g.task, g.task_id), [_text(r) for r in g.responses]) for g in gs]
+                    for family, gs in groups.items()}
+            check_eval(data, self.receipt_key, body["name"], body["checkpoint"], sent)
         return data
 
     def _count_results(self, results: list[GroupResult]) -> None:
@@ -468,14 +475,15 @@ class RewardClient(_Base):
         """A held-out evaluation run (POST /v1/evals): each family's tasks with n responses
         each. Returns the report: {"id", "name", "checkpoint", "families": {NAME: REPORT},
         "overall": REPORT}, REPORT with pass_at_k, maj_at_k, mean_reward, ..."""
+        parsed = {family: _as_groups(groups) for family, groups in families.items()}
         body = {"name": name, "checkpoint": checkpoint,
-                "families": {family: [g.payload() for g in _as_groups(groups)] for family, groups in families.items()}}
+                "families": {family: [g.payload() for g in groups] for family, groups in parsed.items()}}
         if self.run_tag() is not None:  # the run's page shows it at this step
             body["run"] = self.run_tag()
         data, reason = self._post("/v1/evals", body)
         if data is None:
             raise RewardError(f"evaluation request failed after {self.retry.max_attempts} attempts: {reason}")
-        return self._checked_eval(data, sum(len(g["responses"]) for gs in body["families"].values() for g in gs))
+        return self._checked_eval(data, body, parsed)
 
 
 class AsyncRewardClient(_Base):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from assay_rules.canonical import canonical_json, key_id_of, response_hash
+from assay_rules.canonical import canonical_json, eval_report_digest, key_id_of, response_hash
 
 PAYLOAD_FIELDS = ("record_id", "task_hash", "response_hash", "verifier", "verifier_version", "verdict", "reward",
                   "components", "time")
@@ -146,6 +146,32 @@ def check_task_sent(payload: Mapping[str, Any], task: str, request_id: str | Non
     if request_id is not None and payload.get("request_id") != request_id:
         raise ReceiptError(f"{where}: the receipt answers another request (request_id "
                            f"{payload.get('request_id')!r}, not {request_id!r})")
+
+
+def check_eval(report: Mapping[str, Any], key: ReceiptKey, name: str, checkpoint: str,
+               sent: Mapping[str, list[tuple[str, list[str]]]]) -> dict[str, Any]:
+    """Check a POST /v1/evals answer: every record's receipt, and the service's signature over the
+    figures (`signed`), which must name this report, these receipts in order, the name and
+    checkpoint sent and, per family, the tasks sent in order. `sent`: family -> [(task_sent,
+    [response texts])] as the request named them; the receipts must be for exactly those
+    responses. Returns the signed payload; raises ReceiptError naming what differs."""
+    receipts = report.get("receipts")
+    if not isinstance(receipts, list):
+        raise ReceiptError("the evaluation carries no receipts")
+    payloads = [key.verify(r) for r in receipts]
+    want = sorted(response_hash(text) for groups in sent.values() for _, texts in groups for text in texts)
+    if sorted(str(p.get("response_hash")) for p in payloads) != want:
+        raise ReceiptError(f"the evaluation's {len(payloads)} receipts are not for the {len(want)} responses sent")
+    signed = key.verify(report.get("signed"))
+    expected = {"eval_id": report.get("id"), "name": name, "checkpoint": checkpoint,
+                "report": eval_report_digest(report) if "families" in report and "overall" in report else None,
+                "records": [p.get("record_id") for p in payloads],
+                "task_sent": {family: [task for task, _ in groups] for family, groups in sent.items()}}
+    differs = [field for field, value in expected.items() if signed.get(field) != value]
+    if differs:
+        raise ReceiptError(f"evaluation {report.get('id')!r}: {', '.join(differs)} differ from what the service "
+                           f"signed: the figures were changed, or the report answers another request")
+    return signed
 
 
 class ReplayGuard:
