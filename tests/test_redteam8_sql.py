@@ -5,13 +5,13 @@ of ASSAY_TEST_BACKENDS. None gets a reward or an `error`; the honest query right
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from service.testing.app import AppServer, app_settings
+from service.testing.app import AppServer
 from tests.conftest import BACKENDS
+from tests.sandbox_server_support import backend_server
 
 pytestmark = pytest.mark.slow
 
@@ -40,14 +40,7 @@ ATTACKS = [
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
-    if request.param not in ("process", "docker"):
-        pytest.skip("SQL attacks run on the process and docker backends")
-    options: dict = {"sandbox": request.param, "sandbox_acquire_timeout_s": 300}
-    if request.param == "docker":
-        options["sandbox_image"] = os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest")
-    with AppServer(app_settings(tmp_path_factory.mktemp(f"redteam8-sql-{request.param}"), **options)) as s:
-        s.reward_key = s.create_key("reward")  # type: ignore[attr-defined]
-        yield s
+    yield from backend_server(request, tmp_path_factory, "redteam8-sql")
 
 
 def test_statements_that_rewrite_the_instance_before_the_gold_query_get_nothing(server):
