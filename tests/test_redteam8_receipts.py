@@ -244,3 +244,33 @@ def test_an_evaluation_report_cannot_be_rewritten_or_answered_by_another_run(ser
         report = client.evaluate("rt8", "step-1", families)
     assert report["overall"]["mean_reward"] == pytest.approx(0.25)  # one right answer of four
     assert report["signed"]["payload"]["eval_id"] == report["id"]
+
+
+def test_a_receipt_the_guard_has_forgotten_is_not_accepted_again(server: AppServer):
+    """`ReplayGuard` remembers the newest `capacity` record ids; before, one it had forgotten
+    could be handed back for another request within the age allowance. Now a forgotten
+    receipt (no newer than the newest forgotten one) is refused; a fresh answer is accepted.
+    Genuine receipts from the service, through the trainer client's public Python API."""
+    from datetime import UTC, datetime
+
+    from trainer_client.receipts import ReplayGuard
+
+    key = ReceiptKey.parse(_public_key(server))
+    with server.client(server.create_key("reward")) as c:
+        def fresh() -> dict:
+            got = c.post("/v1/verify", json={"verifier": "math", "task": RIGHT_TASK, "response": RIGHT}).json()
+            return check_result(got, key, RIGHT)
+
+        guard = ReplayGuard(max_age_s=300.0, capacity=2)
+        started = datetime.now(UTC)
+        first, second, third = fresh(), fresh(), fresh()
+        for n, payload in enumerate((first, second, third)):
+            guard.accept(payload, f"call-{n}", started)
+        # `first` was forgotten (capacity 2); handed back for another call it is refused.
+        with pytest.raises(ReceiptError, match="forgotten"):
+            guard.accept(first, "call-later", started)
+        # Remembered ones are still refused for another call, and accepted again for their own.
+        with pytest.raises(ReceiptError, match="another request"):
+            guard.accept(third, "call-later", started)
+        guard.accept(third, "call-2", started)
+        guard.accept(fresh(), "call-later", datetime.now(UTC))

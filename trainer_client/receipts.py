@@ -186,31 +186,47 @@ class ReplayGuard:
     clocks' difference; None turns it off), which covers answers kept from before this
     process started. A request that names its own `request_id` may be answered by the
     record logged for that id earlier, so only the first check applies to it.
+
+    Past `capacity`, the oldest ids are forgotten; the newest signed time among them is kept
+    (`_floor`), and a receipt signed at or before it that is not remembered is refused: it
+    could be one of the forgotten, handed back within the age allowance. The service's
+    receipts are signed in time order, so a fresh answer is always newer.
     """
 
     def __init__(self, max_age_s: float | None = 300.0, capacity: int = 200_000) -> None:
         self.max_age = None if max_age_s is None else timedelta(seconds=max_age_s)
         self.capacity = capacity
-        self._seen: OrderedDict[str, str] = OrderedDict()
+        self._seen: OrderedDict[str, tuple[str, datetime | None]] = OrderedDict()
+        self._floor: datetime | None = None
         self._lock = threading.Lock()
 
     def accept(self, payload: Mapping[str, Any], request: str, sent_at: datetime | None) -> None:
         """`request`: what identifies the request (its request_id, or one token per call);
         `sent_at`: when it was first sent (aware UTC), None when an older record may answer it."""
         record_id = str(payload.get("record_id"))
+        try:
+            signed_at: datetime | None = datetime.fromisoformat(str(payload.get("time")))
+        except ValueError:
+            signed_at = None
+        if signed_at is not None and signed_at.tzinfo is None:
+            signed_at = None
         if sent_at is not None and self.max_age is not None:
-            try:
-                signed_at = datetime.fromisoformat(str(payload.get("time")))
-            except ValueError:
-                raise ReceiptError(f"record {record_id!r}: the receipt's time is not a time") from None
-            if signed_at.tzinfo is None or signed_at < sent_at - self.max_age:
+            if signed_at is None:
+                raise ReceiptError(f"record {record_id!r}: the receipt's time is not an aware time")
+            if signed_at < sent_at - self.max_age:
                 raise ReceiptError(f"record {record_id!r}: the receipt was signed at {payload.get('time')}, before "
                                    f"this request was sent: an earlier answer handed back")
         with self._lock:
             before = self._seen.get(record_id)
-            if before is not None and before != request:
+            if before is not None and before[0] != request:
                 raise ReceiptError(f"record {record_id!r}: this receipt already answered another request")
-            self._seen[record_id] = request
+            if (before is None and sent_at is not None and self._floor is not None
+                    and (signed_at is None or signed_at <= self._floor)):
+                raise ReceiptError(f"record {record_id!r}: the receipt is no newer than receipts this client "
+                                   f"accepted and has since forgotten: possibly an earlier answer handed back")
+            self._seen[record_id] = (request, signed_at)
             self._seen.move_to_end(record_id)
             while len(self._seen) > self.capacity:
-                self._seen.popitem(last=False)
+                _, (_, forgotten) = self._seen.popitem(last=False)
+                if forgotten is not None and (self._floor is None or forgotten > self._floor):
+                    self._floor = forgotten
