@@ -40,19 +40,34 @@ _LONG_INTEGER = re.compile(rb"(?<![0-9])[0-9]{%d}" % (sys.get_int_max_str_digits
 _SCAN_INLINE_BYTES = 64 * 1024
 
 
-def json_too_deep(body: bytes, limit: int) -> bool:
-    """Whether a JSON text nests arrays/objects more than `limit` deep. Strings are cut out,
-    then every pass removes the innermost empty pairs: a text still holding brackets after
-    `limit` passes is deeper than `limit`. Text that is not balanced is left to the parser."""
+def json_nesting_problem(body: bytes, limit: int) -> str | None:
+    """What is wrong with how a JSON text nests arrays/objects, if anything: deeper than
+    `limit`, or brackets that can never balance. Strings are cut out, then every pass removes
+    the innermost empty pairs: a text still holding brackets after `limit` passes is deeper
+    than `limit`; one that a pass leaves unchanged is not JSON. (The parser would recurse into
+    such a text, run out of stack and be answered by a 400 naming nothing.) A short text is
+    left to the parser, which names the position of what is wrong."""
     skeleton = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKET)
     if len(skeleton) <= limit:
-        return False
+        return None
     for _ in range(limit):
         reduced = _INNERMOST.sub(b"", skeleton)
-        if not reduced or reduced == skeleton:
-            return False
+        if not reduced:
+            return None
+        if reduced == skeleton:
+            return "body: not JSON: its brackets do not balance"
         skeleton = reduced
-    return True
+    return f"body: JSON nested too deep (more than max_json_depth = {limit} levels of arrays and objects)"
+
+
+def check_text(body: bytes) -> None:
+    """A body that is not text in an encoding JSON allows (UTF-8, or UTF-16/32 as the parser
+    detects them) is a 422 naming the body: the parser would fail decoding it, and FastAPI
+    answer a 400 naming nothing (a gzip-compressed body, for one: nothing here inflates it)."""
+    try:
+        body.decode(json.detect_encoding(body))
+    except UnicodeDecodeError:
+        raise _Refused(422, "body: not JSON text (not UTF-8; a Content-Encoding is not undone here)") from None
 
 
 class _Refused(Exception):
@@ -104,6 +119,8 @@ class EdgeGuard:
             body = await self._body(scope, receive)
             if body is None:
                 return  # the client went away
+            if body and path.startswith("/v1/"):
+                check_text(body)  # every /v1/ body is JSON
             if body.lstrip()[:1] in (b"{", b"["):
                 await self._check_depth(body)
                 _check_integers(body)
@@ -146,12 +163,11 @@ class EdgeGuard:
     async def _check_depth(self, body: bytes) -> None:
         limit = self.limits.max_json_depth
         if len(body) <= _SCAN_INLINE_BYTES:
-            deep = json_too_deep(body, limit)
+            problem = json_nesting_problem(body, limit)
         else:
-            deep = await anyio.to_thread.run_sync(json_too_deep, body, limit)
-        if deep:
-            raise _Refused(422, f"body: JSON nested too deep (more than max_json_depth = {limit} levels of "
-                                "arrays and objects)")
+            problem = await anyio.to_thread.run_sync(json_nesting_problem, body, limit)
+        if problem is not None:
+            raise _Refused(422, problem)
 
 
 def _check_integers(body: bytes) -> None:

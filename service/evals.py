@@ -6,9 +6,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import anyio
 
+from assay_rules.canonical import eval_report_digest, task_sent
 from service.auth import Caller
 from service.errors import EvalNotFound, TaskNotFound
 from service.eval_metrics import Vote, bootstrap_difference, maj_at_k, mean, pass_at_k
@@ -24,7 +26,8 @@ from service.inspection_schemas import (
 from service.packing import check_fits, pack
 from service.pipeline import Pipeline
 from service.pipeline.resolve import resolve
-from service.schemas import AdvantageOptions, GroupsRequest
+from service.schemas import AdvantageOptions, GroupsRequest, Receipt
+from service.signing import utc_iso
 from service.store import AuditStore
 from service.tables import EvalRow, RecordRow
 from verifiers.math.detectors import FALSE_STEP
@@ -61,7 +64,22 @@ async def run_eval(pipeline: Pipeline, body: EvalIn, caller: Caller) -> EvalOut:
             group_ids += [g.group_id for g in answer.groups]
     row = EvalRow(id=eval_id, name=body.name, checkpoint=body.checkpoint, caller_key_id=caller.key_id, layout=layout)
     await anyio.to_thread.run_sync(pipeline.store.add_eval, row)
-    return await anyio.to_thread.run_sync(eval_report, pipeline.store, eval_id)
+    report = await anyio.to_thread.run_sync(eval_report, pipeline.store, eval_id)
+    return signed_report(pipeline.store, report, {family: [task_sent(s.verifier, s.task, s.task_id) for s in specs]
+                                                  for family, specs in body.families.items()})
+
+
+def signed_report(store: AuditStore, report: EvalOut, sent: dict[str, list[str]]) -> EvalOut:
+    """The report with the service's signature over its figures, its records and the tasks the
+    request named: its receipts alone vouch for each record, not for the figures made of them,
+    so a proxy could have changed pass@k or mean reward, or answered with another run's report."""
+    if store.signer is None:
+        return report
+    payload = {"eval_id": report.id, "name": report.name, "checkpoint": report.checkpoint,
+               "report": eval_report_digest(report.model_dump(mode="json")),
+               "records": [r.payload["record_id"] for r in report.receipts], "task_sent": sent,
+               "time": utc_iso(datetime.now(UTC))}
+    return report.model_copy(update={"signed": Receipt.model_validate(store.signer.signed(payload))})
 
 
 def _plan(pipeline: Pipeline, body: EvalIn) -> list[tuple[str, list[GroupsRequest]]]:

@@ -134,6 +134,11 @@ class EvalOut(BaseModel):
     overall: EvalReport
     receipts: list[Receipt] = Field(
         default_factory=list, description="The signed receipt of every record of the run, in the order written.")
+    signed: Receipt | None = Field(
+        None, description="On the answer to POST /v1/evals: the service's signature over this report, "
+                          "payload {eval_id, name, checkpoint, report (assay_rules.canonical.eval_report_digest), "
+                          "records (the receipts' record ids in order), task_sent (per family, each task as the "
+                          "request named it), time}; trainer_client checks it.")
 
 
 class Difference(BaseModel):

@@ -96,7 +96,9 @@ class ComponentOut(BaseModel):
 
 class Receipt(BaseModel):
     """Ed25519 signature (base64) over `payload` as canonical JSON (sorted keys, no whitespace, UTF-8):
-    record_id, task_hash, response_hash, verifier, verifier_version, verdict, reward, components, time.
+    record_id, task_hash, response_hash, verifier, verifier_version, verdict, reward, components, time;
+    on /v1/verify and /v1/groups answers also task_sent (SHA-256 of the verifier and the task or task_id
+    as the request named them, `assay_rules.canonical.task_sent`), and request_id when the record has one.
     The key is at GET /v1/receipts/key; trainer_client.receipts checks it."""
 
     payload: dict[str, Any]

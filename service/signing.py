@@ -69,15 +69,25 @@ class Signer:
         return {"key_id": self.key_id, "algorithm": ALGORITHM,
                 "public_key": base64.b64encode(self.public_raw).decode(), "pem": pem}
 
-    def receipt(self, row: RecordRow) -> dict[str, Any]:
+    def receipt(self, row: RecordRow, task_sent: str | None = None) -> dict[str, Any]:
+        """`task_sent`: the answered request's task as it named it (assay_rules.canonical.task_sent),
+        signed with the record so a trainer can tell an answer about another task."""
         payload = receipt_payload(row)
+        return self.signed(payload if task_sent is None else {**payload, "task_sent": task_sent})
+
+    def signed(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A payload in a receipt's shape: {payload, key_id, signature}."""
         return {"payload": payload, "key_id": self.key_id, "signature": self.sign(payload)}
 
 
 def receipt_payload(row: RecordRow) -> dict[str, Any]:
-    return {"record_id": row.id, "task_hash": row.task_hash, "response_hash": row.response_hash,
-            "verifier": row.verifier, "verifier_version": row.verifier_version, "verdict": row.verdict,
-            "reward": row.reward, "components": row.components, "time": utc_iso(row.created_at)}
+    payload = {"record_id": row.id, "task_hash": row.task_hash, "response_hash": row.response_hash,
+               "verifier": row.verifier, "verifier_version": row.verifier_version, "verdict": row.verdict,
+               "reward": row.reward, "components": row.components, "time": utc_iso(row.created_at)}
+    # A caller's request_id names one record only (unique per key), so a trainer that sends a fresh
+    # id and finds it signed knows the answer is that request's: not an earlier one, not the best
+    # of several judgements a proxy asked for.
+    return payload if row.request_id is None else {**payload, "request_id": row.request_id}
 
 
 def utc_iso(moment: datetime) -> str:

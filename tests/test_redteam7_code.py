@@ -12,13 +12,13 @@ Python modules that fight the harness. Every attack gets no reward and a verdict
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from service.testing.app import AppServer, app_settings
+from service.testing.app import AppServer
 from tests.conftest import BACKENDS
+from tests.sandbox_server_support import backend_server
 
 pytestmark = pytest.mark.slow
 
@@ -31,14 +31,7 @@ def fenced(language: str, source: str) -> str:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
-    if request.param not in ("process", "docker"):
-        pytest.skip("code attacks run on the process and docker backends")
-    options: dict = {"sandbox": request.param, "sandbox_acquire_timeout_s": 300}
-    if request.param == "docker":
-        options["sandbox_image"] = os.environ.get("ASSAY_SANDBOX_IMAGE", "assay-runtime:latest")
-    with AppServer(app_settings(tmp_path_factory.mktemp(f"redteam7-code-{request.param}"), **options)) as s:
-        s.reward_key = s.create_key("reward")  # type: ignore[attr-defined]
-        yield s
+    yield from backend_server(request, tmp_path_factory, "redteam7-code")
 
 
 def run_group(server: AppServer, task: dict | str, responses: list[str]) -> tuple[list[dict], str]:

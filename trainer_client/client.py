@@ -26,7 +26,15 @@ from typing import Any
 
 import httpx
 
-from trainer_client.receipts import ReceiptError, ReceiptKey, ReplayGuard, check_result
+from assay_rules.canonical import task_sent
+from trainer_client.receipts import (
+    ReceiptError,
+    ReceiptKey,
+    ReplayGuard,
+    check_eval,
+    check_result,
+    check_task_sent,
+)
 from trainer_client.results import (
     Generation,
     Group,
@@ -194,7 +202,7 @@ def _check_group(part: _Part, group: dict[str, Any], key: ReceiptKey, scale: str
                  guard: ReplayGuard | None = None, call: tuple[str, datetime] | None = None) -> None:
     """Every result's receipt, and the group's rewards and advantages against the signed rewards;
     with `guard`, that no receipt answered another request (`call`: this one's token and start)
-    and that the group's results are about one task."""
+    and that the group's results are about one task, the one sent (the signed `task_sent`)."""
     results, responses = group.get("results") or [], part.group.responses
     if len(results) != len(responses):
         raise ReceiptError("the service returned a different number of results than responses")
@@ -204,6 +212,10 @@ def _check_group(part: _Part, group: dict[str, Any], key: ReceiptKey, scale: str
     if guard is not None and call is not None:
         for payload in payloads:
             guard.accept(payload, call[0], call[1])
+    # Last, so that the narrower refusals above name what they catch: every receipt signs this task.
+    sent = task_sent(part.group.verifier, part.group.task, part.group.task_id)
+    for payload in payloads:
+        check_task_sent(payload, sent)
     signed = [float(p["reward"]) for p in payloads]
     if [float(r) if r is not None else None for r in group.get("rewards", signed)] != signed:
         raise ReceiptError(f"the group's rewards {group.get('rewards')} differ from the signed rewards {signed}")
@@ -351,23 +363,26 @@ class _Base:
         self.stats.add(failed_requests=1)
         return None, reason
 
-    def _verify_result(self, data: dict[str, Any] | None, reason: str, response: str, request_id: str,
+    def _verify_result(self, data: dict[str, Any] | None, reason: str, body: dict[str, Any],
                        sent_at: datetime | None) -> ResponseResult:
         """`sent_at`: when the call began, None when the caller named its request_id (the
         record logged for that id earlier is then the right answer)."""
         if data is None:
             return client_error_result(reason, "request failed")
         if self.receipt_key is not None:
-            self.replay_guard.accept(check_result(data, self.receipt_key, response), f"verify:{request_id}", sent_at)
+            payload = check_result(data, self.receipt_key, body["response"])
+            self.replay_guard.accept(payload, f"verify:{body['request_id']}", sent_at)
+            check_task_sent(payload, task_sent(body["verifier"], body.get("task"), body.get("task_id")),
+                            body["request_id"])
         return ResponseResult.model_validate(data)
 
-    def _checked_eval(self, data: dict[str, Any], responses: int) -> dict[str, Any]:
+    def _checked_eval(self, data: dict[str, Any], body: dict[str, Any],
+                      groups: dict[str, list[Group]]) -> dict[str, Any]:
+        """The report, once its receipts and the signature over its figures are checked (receipts.check_eval)."""
         if self.receipt_key is not None:
-            receipts = data.get("receipts") or []
-            if len(receipts) != responses:
-                raise ReceiptError(f"the evaluation carries {len(receipts)} receipts for {responses} responses")
-            for receipt in receipts:
-                self.receipt_key.verify(receipt)
+            sent = {family: [(task_sent(g.verifier, g.task, g.task_id), [_text(r) for r in g.responses]) for g in gs]
+                    for family, gs in groups.items()}
+            check_eval(data, self.receipt_key, body["name"], body["checkpoint"], sent)
         return data
 
     def _count_results(self, results: list[GroupResult]) -> None:
@@ -442,7 +457,7 @@ class RewardClient(_Base):
         sent_at = None if request_id is not None else datetime.now(UTC)
         body = self._verify_body(verifier, response, task, task_id, request_id)
         data, reason = self._post("/v1/verify", body)
-        result = self._verify_result(data, reason, response, body["request_id"], sent_at)
+        result = self._verify_result(data, reason, body, sent_at)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result
 
@@ -460,14 +475,15 @@ class RewardClient(_Base):
         """A held-out evaluation run (POST /v1/evals): each family's tasks with n responses
         each. Returns the report: {"id", "name", "checkpoint", "families": {NAME: REPORT},
         "overall": REPORT}, REPORT with pass_at_k, maj_at_k, mean_reward, ..."""
+        parsed = {family: _as_groups(groups) for family, groups in families.items()}
         body = {"name": name, "checkpoint": checkpoint,
-                "families": {family: [g.payload() for g in _as_groups(groups)] for family, groups in families.items()}}
+                "families": {family: [g.payload() for g in groups] for family, groups in parsed.items()}}
         if self.run_tag() is not None:  # the run's page shows it at this step
             body["run"] = self.run_tag()
         data, reason = self._post("/v1/evals", body)
         if data is None:
             raise RewardError(f"evaluation request failed after {self.retry.max_attempts} attempts: {reason}")
-        return self._checked_eval(data, sum(len(g["responses"]) for gs in body["families"].values() for g in gs))
+        return self._checked_eval(data, body, parsed)
 
 
 class AsyncRewardClient(_Base):
@@ -535,6 +551,6 @@ class AsyncRewardClient(_Base):
         sent_at = None if request_id is not None else datetime.now(UTC)
         body = self._verify_body(verifier, response, task, task_id, request_id)
         data, reason = await self._post("/v1/verify", body)
-        result = self._verify_result(data, reason, response, body["request_id"], sent_at)
+        result = self._verify_result(data, reason, body, sent_at)
         self.stats.add(responses=1, error_verdicts=int(result.is_error))
         return result

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from assay_rules.canonical import canonical_json, key_id_of, response_hash
+from assay_rules.canonical import canonical_json, eval_report_digest, key_id_of, response_hash
 
 PAYLOAD_FIELDS = ("record_id", "task_hash", "response_hash", "verifier", "verifier_version", "verdict", "reward",
                   "components", "time")
@@ -103,11 +103,15 @@ def _components(value: Any) -> dict[str, tuple[Any, Any]]:
     return {str(k): (v.get("value"), v.get("hard")) if isinstance(v, Mapping) else (v, None) for k, v in value.items()}
 
 
-def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | None = None) -> dict[str, Any]:
+def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | None = None,
+                 task: str | None = None) -> dict[str, Any]:
     """Check one result (a /v1/verify answer, or one of a group's `results`) against its receipt.
 
     `response`: the text the trainer sent for it, when known; the receipt must name its hash.
-    Returns the signed payload; raises ReceiptError naming what differs."""
+    `task`: `assay_rules.canonical.task_sent` of the verifier and task the trainer sent, when
+    known; the receipt must carry the same `task_sent` (a genuine answer about the same response
+    judged against another task is refused). Returns the signed payload; raises ReceiptError
+    naming what differs."""
     payload = key.verify(result.get("receipt"))
     where = f"record {payload.get('record_id')!r}"
     missing = [name for name in PAYLOAD_FIELDS if name not in payload]
@@ -125,7 +129,49 @@ def check_result(result: Mapping[str, Any], key: ReceiptKey, response: str | Non
                            f"{payload['components']!r}")
     if response is not None and payload["response_hash"] != response_hash(response):
         raise ReceiptError(f"{where}: the receipt is for another response than the one sent")
+    if task is not None:
+        check_task_sent(payload, task)
     return payload
+
+
+def check_task_sent(payload: Mapping[str, Any], task: str, request_id: str | None = None) -> None:
+    """Raises ReceiptError unless a checked receipt's payload signs `task`
+    (`assay_rules.canonical.task_sent` of the verifier and task the trainer sent) and, for a
+    /v1/verify call, the call's `request_id` (one record per id and key, so a fresh id signed
+    means this call's own judgement)."""
+    where = f"record {payload.get('record_id')!r}"
+    if payload.get("task_sent") != task:
+        raise ReceiptError(f"{where}: the receipt answers another request, about another task than the one "
+                           f"sent (task_sent {payload.get('task_sent')!r})")
+    if request_id is not None and payload.get("request_id") != request_id:
+        raise ReceiptError(f"{where}: the receipt answers another request (request_id "
+                           f"{payload.get('request_id')!r}, not {request_id!r})")
+
+
+def check_eval(report: Mapping[str, Any], key: ReceiptKey, name: str, checkpoint: str,
+               sent: Mapping[str, list[tuple[str, list[str]]]]) -> dict[str, Any]:
+    """Check a POST /v1/evals answer: every record's receipt, and the service's signature over the
+    figures (`signed`), which must name this report, these receipts in order, the name and
+    checkpoint sent and, per family, the tasks sent in order. `sent`: family -> [(task_sent,
+    [response texts])] as the request named them; the receipts must be for exactly those
+    responses. Returns the signed payload; raises ReceiptError naming what differs."""
+    receipts = report.get("receipts")
+    if not isinstance(receipts, list):
+        raise ReceiptError("the evaluation carries no receipts")
+    payloads = [key.verify(r) for r in receipts]
+    want = sorted(response_hash(text) for groups in sent.values() for _, texts in groups for text in texts)
+    if sorted(str(p.get("response_hash")) for p in payloads) != want:
+        raise ReceiptError(f"the evaluation's {len(payloads)} receipts are not for the {len(want)} responses sent")
+    signed = key.verify(report.get("signed"))
+    expected = {"eval_id": report.get("id"), "name": name, "checkpoint": checkpoint,
+                "report": eval_report_digest(report) if "families" in report and "overall" in report else None,
+                "records": [p.get("record_id") for p in payloads],
+                "task_sent": {family: [task for task, _ in groups] for family, groups in sent.items()}}
+    differs = [field for field, value in expected.items() if signed.get(field) != value]
+    if differs:
+        raise ReceiptError(f"evaluation {report.get('id')!r}: {', '.join(differs)} differ from what the service "
+                           f"signed: the figures were changed, or the report answers another request")
+    return signed
 
 
 class ReplayGuard:
@@ -140,31 +186,47 @@ class ReplayGuard:
     clocks' difference; None turns it off), which covers answers kept from before this
     process started. A request that names its own `request_id` may be answered by the
     record logged for that id earlier, so only the first check applies to it.
+
+    Past `capacity`, the oldest ids are forgotten; the newest signed time among them is kept
+    (`_floor`), and a receipt signed at or before it that is not remembered is refused: it
+    could be one of the forgotten, handed back within the age allowance. The service's
+    receipts are signed in time order, so a fresh answer is always newer.
     """
 
     def __init__(self, max_age_s: float | None = 300.0, capacity: int = 200_000) -> None:
         self.max_age = None if max_age_s is None else timedelta(seconds=max_age_s)
         self.capacity = capacity
-        self._seen: OrderedDict[str, str] = OrderedDict()
+        self._seen: OrderedDict[str, tuple[str, datetime | None]] = OrderedDict()
+        self._floor: datetime | None = None
         self._lock = threading.Lock()
 
     def accept(self, payload: Mapping[str, Any], request: str, sent_at: datetime | None) -> None:
         """`request`: what identifies the request (its request_id, or one token per call);
         `sent_at`: when it was first sent (aware UTC), None when an older record may answer it."""
         record_id = str(payload.get("record_id"))
+        try:
+            signed_at: datetime | None = datetime.fromisoformat(str(payload.get("time")))
+        except ValueError:
+            signed_at = None
+        if signed_at is not None and signed_at.tzinfo is None:
+            signed_at = None
         if sent_at is not None and self.max_age is not None:
-            try:
-                signed_at = datetime.fromisoformat(str(payload.get("time")))
-            except ValueError:
-                raise ReceiptError(f"record {record_id!r}: the receipt's time is not a time") from None
-            if signed_at.tzinfo is None or signed_at < sent_at - self.max_age:
+            if signed_at is None:
+                raise ReceiptError(f"record {record_id!r}: the receipt's time is not an aware time")
+            if signed_at < sent_at - self.max_age:
                 raise ReceiptError(f"record {record_id!r}: the receipt was signed at {payload.get('time')}, before "
                                    f"this request was sent: an earlier answer handed back")
         with self._lock:
             before = self._seen.get(record_id)
-            if before is not None and before != request:
+            if before is not None and before[0] != request:
                 raise ReceiptError(f"record {record_id!r}: this receipt already answered another request")
-            self._seen[record_id] = request
+            if (before is None and sent_at is not None and self._floor is not None
+                    and (signed_at is None or signed_at <= self._floor)):
+                raise ReceiptError(f"record {record_id!r}: the receipt is no newer than receipts this client "
+                                   f"accepted and has since forgotten: possibly an earlier answer handed back")
+            self._seen[record_id] = (request, signed_at)
             self._seen.move_to_end(record_id)
             while len(self._seen) > self.capacity:
-                self._seen.popitem(last=False)
+                _, (_, forgotten) = self._seen.popitem(last=False)
+                if forgotten is not None and (self._floor is None or forgotten > self._floor):
+                    self._floor = forgotten

@@ -115,7 +115,7 @@ def logged_single(p: Pipeline, row: RecordRow, group: ResolvedGroup) -> GroupsRe
     from service.pipeline.results import result_of
 
     same_request(row, group.resolved, group.generations[0].text)
-    result = result_of(p.store.signer, row, group.view)
+    result = result_of(p.store.signer, row, group.view, group.sent)
     return GroupsResponse(groups=[GroupResult(group_id="", results=[result], rewards=[result.reward],
                                               advantages=[None], mean=None, std=None, zero_variance=False, errors=0)])
 

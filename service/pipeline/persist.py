@@ -53,7 +53,7 @@ def records(p: Pipeline, work: Work, groups: list[ResolvedGroup], scored: list[l
             log_verification(row)
             group_rows.append(row)
         rows += group_rows
-        results = [result_of(p.store.signer, r, group.view) for r in group_rows]
+        results = [result_of(p.store.signer, r, group.view, group.sent) for r in group_rows]
         if group_stats is None:  # a single verification: its one result, no statistics
             out.append(GroupResult(group_id="", results=results, rewards=[results[0].reward], advantages=[None],
                                    mean=None, std=None, zero_variance=False, errors=0))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from assay_rules.canonical import task_sent
 from service import views
 from service.errors import RecordNotFound, RequestInvalid, TaskNotFound
 from service.schemas import RegisteredTask, TaskRef, TaskRegistration
@@ -66,6 +67,8 @@ class ResolvedGroup:
     resolved: Resolved
     generations: list[Generation]
     view: views.View
+    # The receipt's `task_sent` (assay_rules.canonical.task_sent): the task as this request named it.
+    sent: str | None = None
 
 
 def resolve(p: Pipeline, ref: TaskRef, *, certified_only: bool = True) -> Resolved:
@@ -118,7 +121,7 @@ def resolve_work(p: Pipeline, work: Work) -> list[ResolvedGroup]:
             raise TaskNotFound(f"{where}.task_id: {exc}") from None
         generations = [generation_of(r) for r in group.responses]
         view = views.choose(work.caller, resolved.task_id is not None, group.evidence, work.evidence_field(gi))
-        out.append(ResolvedGroup(resolved, generations, view))
+        out.append(ResolvedGroup(resolved, generations, view, task_sent(group.verifier, group.task, group.task_id)))
     return out
 
 

@@ -111,9 +111,11 @@ def _decision(row: RecordRow) -> dict[str, Any]:
                 masked=bool(row.masked))
 
 
-def result_of(signer: Signer | None, row: RecordRow, view: views.View = "full") -> VerifyResult:
-    """A record as a result, with its signed receipt, in the view chosen for the caller."""
-    result = VerifyResult(receipt=None if signer is None else signer.receipt(row), record_id=row.id,
+def result_of(signer: Signer | None, row: RecordRow, view: views.View = "full",
+              task_sent: str | None = None) -> VerifyResult:
+    """A record as a result, with its signed receipt (binding `task_sent`, the request's task), in the
+    view chosen for the caller."""
+    result = VerifyResult(receipt=None if signer is None else signer.receipt(row, task_sent), record_id=row.id,
                           feedback=row.feedback or {}, **_decision(row))
     return views.shown(result, view, registry.get(row.verifier).hidden_flags)
 
