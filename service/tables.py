@@ -492,6 +492,35 @@ class RecordKeyRow(Base):
     chain_index: Mapped[int | None] = mapped_column(Integer)
 
 
+class LabelledRecordRow(Base):
+    """A labelled record's fields that the label filter and the review queue read (revision
+    0020): one row per record with at least one label, written by the labels' insert trigger.
+    Records never change, so a row stays true; archiving a record's day removes its row.
+    Labels are few, so the label pages and the review queue's labelled counts read this small
+    table instead of one record per label from the day partitions (~0.2 ms each from disk)."""
+
+    __tablename__ = "labelled_records"
+    record_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    verifier: Mapped[str] = mapped_column(String(64))
+    verdict: Mapped[str] = mapped_column(String(32))
+    reward: Mapped[float] = mapped_column(Float)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    flags: Mapped[list] = mapped_column(JSON)
+    caller_key_id: Mapped[str | None] = mapped_column(String(64))
+    task_id: Mapped[str | None] = mapped_column(String(200))
+    task_hash: Mapped[str] = mapped_column(String(64))
+    group_id: Mapped[str | None] = mapped_column(String(64))
+    eval_id: Mapped[str | None] = mapped_column(String(32))
+    run_id: Mapped[str | None] = mapped_column(String(200))
+    run_step: Mapped[int | None] = mapped_column(Integer)
+
+
+LABELLED_COLUMNS = ("seq", "created_at", "verifier", "verdict", "reward", "duration_ms", "flags", "caller_key_id",
+                    "task_id", "task_hash", "group_id", "eval_id", "run_id", "run_step")
+
+
 class ArchiveRow(Base):
     """An archive of records written by `assay audit archive` (service/audit_archive.py): where,
     what it holds, and each chain's last archived row, so the chains continue across it."""
