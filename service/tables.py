@@ -53,6 +53,10 @@ class Chained:
 
 # The records that carry at least one flag (partial index; AuditStore.has_flag repeats it).
 FLAGGED = "json_array_length(flags) > 0"
+# What the evaluation records' index holds besides (eval_id, seq): every other column a records
+# page filters or sorts by (revision 0020; 0014 held the first three).
+EVAL_INCLUDED = ("created_at", "duration_ms", "reward", "verifier", "verdict", "caller_key_id", "flags", "task_id",
+                 "task_hash", "group_id", "run_id", "run_step")
 
 
 def _now() -> datetime:
@@ -91,9 +95,10 @@ class RecordRow(Chained, Base):
         Index("ix_records_flagged_seq", "seq", postgresql_where=text(FLAGGED), sqlite_where=text(FLAGGED),
               postgresql_include=["verifier", "verdict", "caller_key_id", "created_at", "duration_ms", "reward",
                                   "flags"]),
-        # Records of evaluation runs (revision 0014): an eval page's keys from this index alone.
+        # Records of evaluation runs (revision 0014): an eval page's keys from this index alone,
+        # with any other filter of the records page (its columns included by revision 0020).
         Index("ix_records_eval_seq", "eval_id", "seq", postgresql_where=text("eval_id IS NOT NULL"),
-              sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=["created_at", "duration_ms", "reward"]),
+              sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=list(EVAL_INCLUDED)),
         # A run's held-out records (revision 0016): the run page reads them without walking the
         # run's training records (~99% of its records).
         Index("ix_records_run_eval", "run_id", "eval_id", postgresql_where=text("eval_id IS NOT NULL"),
