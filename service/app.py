@@ -16,6 +16,7 @@ from starlette.types import Scope
 
 from service.alarms import AlarmMonitor, AlarmSink
 from service.config import Settings
+from service.db_warm_up import warm_connections
 from service.edge import EdgeGuard, EdgeLimits
 from service.env_sessions import EnvSessionStore
 from service.errors import install_error_handlers, problems, summary
@@ -32,6 +33,7 @@ from service.schemas import TaskRegistration
 from service.signing import Signer, key_path
 from service.store import AuditStore
 from service.ui import install as install_viewer
+from service.ui.render import compile_templates
 from service.validation import RequestLimits, printable
 from service.warm_up import families, warm_verifiers
 from verifiers import registry
@@ -95,6 +97,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info("loaded %d tasks from %s", load_task_pack(pipeline, settings.task_pack), settings.task_pack)
         if sandbox is not None:
             warm_verifiers(sandbox, settings.warm_up, settings.verifier_services)
+        # Before the service answers: what the first reads of a fresh process paid (service/db_warm_up.py).
+        compile_templates()
+        warm_connections(store)
         try:
             yield
         finally:

@@ -40,7 +40,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from service import audit_partitions, audit_rollups
+from service import audit_partitions, audit_rollups, labelled_records
 from service.audit_chain import GENESIS, archived_tips, row_hash
 from service.audit_export import export_line
 from service.store import AuditStore
@@ -193,6 +193,7 @@ def archive(store: AuditStore, before: date, out_dir: Path, remove: bool = True)
             records=expected, manifest=manifest))
         for name in names:
             conn.execute(sa.text(f"DELETE FROM record_keys WHERE record_id IN (SELECT id FROM {name})"))
+            conn.execute(sa.text(labelled_records.archived_statement(name)))
             conn.execute(sa.text(audit_rollups.archived_run_steps_statement(name)))
             conn.execute(sa.text(f"ALTER TABLE records DETACH PARTITION {name}"))
             conn.execute(sa.text(f"DROP TABLE {name}"))

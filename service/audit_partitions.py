@@ -149,7 +149,7 @@ def schema_differences(conn: sa.Connection, metadata: sa.MetaData) -> list[Any]:
 
 DERIVED_TABLES = frozenset({"rollup_hours", "rollup_tasks", "rollup_task_hours", "rollup_quarters", "rollup_run_steps",
                             "record_keys", "run_step_figures", "rollup_split_groups",
-                            "run_held_out_figures", "bootstrap_intervals"})
+                            "run_held_out_figures", "bootstrap_intervals", "labelled_records"})
 
 
 def is_derived(table: str) -> bool:

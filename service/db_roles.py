@@ -59,6 +59,7 @@ APP_PRIVILEGES: dict[str, frozenset[str]] = {
     "run_held_out_figures": WORKING_STATE,  # revision 0019: a run's held-out rows, the same way
     "bootstrap_intervals": WORKING_STATE,  # revision 0019: seeded intervals by their inputs' digest
     "record_keys": READ,
+    "labelled_records": READ,  # revision 0020: kept by the labels' insert trigger (SECURITY DEFINER)
     "audit_archives": READ,
     "alembic_version": READ,
 }

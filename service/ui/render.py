@@ -43,6 +43,15 @@ def _pretty(value: Any) -> str:
 _env.filters.update(short=_short, time=_time, num=_num, pct=_pct, pretty=_pretty, query=urlencode)
 
 
+def compile_templates() -> int:
+    """Compile every template now (the environment keeps them), so that no page's first render
+    in a process pays for its template's compile (the service calls it at start)."""
+    names = _env.list_templates()
+    for name in names:
+        _env.get_template(name)
+    return len(names)
+
+
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     html = _env.get_template(template).render(request_path=request.url.path, **context)
     return HTMLResponse(printable(html), status_code=status)
