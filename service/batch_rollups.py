@@ -10,8 +10,10 @@ transaction, over the rows that transaction inserted. A lone request still paid 
 commit), so the writer now lets them lag: a transaction that inserts records only marks
 where the records not yet in the rollups begin, and the statements run over every such row
 at once, when CATCH_UP_ROWS rows lag, when the writer has had nothing to write for
-CATCH_UP_IDLE_S, when it stops, and before any read (`catch_up_before_read`, which the store
-runs as each of its connections begins a transaction; docs/benchmarks.md, "Seventh pass").
+CATCH_UP_IDLE_S, when it stops, and before any statement that names a rollup table runs on one
+of the store's connections (`RecordWriter.catch_up_before_read`; docs/benchmarks.md, "Seventh
+pass (perf7 ...)"). A request's own reads (its request id, idempotency key, registered task)
+name no rollup table and pay nothing.
 
 The mark is SQLite's `user_version` (a 32-bit integer in the database header, written in the
 same transaction as the rows): 0 when the rollups hold every record, else the seq of the first
@@ -86,6 +88,18 @@ def defer_new_rows(conn: Connection, inserted: int) -> int:
         return 0
     execute(f"PRAGMA user_version = {int(mark)}")
     return top - mark + 1
+
+
+def catch_up(dbapi_connection: sqlite3.Connection) -> None:
+    """Add every lagging record to the rollups on this SQLite connection: inside its transaction
+    if it is in one (pysqlite opens one at a connection's first write, so it holds the write
+    lock, and the rows commit or roll back with it), else in a transaction of its own."""
+    if dbapi_connection.in_transaction:
+        mark = dbapi_connection.execute("PRAGMA user_version").fetchone()[0]
+        if mark:
+            _add_from_mark(dbapi_connection.execute, mark)
+        return
+    catch_up_alone(dbapi_connection)
 
 
 def catch_up_alone(dbapi_connection: sqlite3.Connection) -> None:

@@ -207,12 +207,12 @@ class RecordWriter:
         finally:
             self._drop_connection()
 
-    def catch_up_before_read(self, conn: Connection) -> None:
-        """Before a transaction of `conn` (one of the store's SQLite connections) reads anything:
-        add the records the rollups lag by, whichever writer left them (service/batch_rollups.py).
-        Not on the writer's own thread, whose transactions keep the rollups themselves."""
-        if threading.current_thread() is not self._thread:
-            batch_rollups.catch_up_alone(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+    def catch_up_before_read(self, conn: Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        """The store's SQLite engine's `before_cursor_execute`: before a statement that names a
+        rollup table runs, add the records the rollups lag by, whichever writer left them
+        (service/batch_rollups.py). Not on the writer's own thread, which keeps them itself."""
+        if "rollup_" in statement and threading.current_thread() is not self._thread:
+            batch_rollups.catch_up(conn.connection.dbapi_connection)  # type: ignore[arg-type]
 
     def _catch_up(self) -> None:
         """Add the records the rollups lag by, in a transaction of their own (the writer is idle)."""

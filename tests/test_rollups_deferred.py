@@ -7,7 +7,9 @@ recomputed from the stored records:
   transactions), read through the writing store at random moments, and through a second store
   on the same file (another process's view: a CLI or viewer beside the server);
 - a process appending one request at a time, killed with SIGKILL between commits, then read
-  through a fresh store; and a write after the restart still keeps them equal.
+  through a fresh store; and a write after the restart still keeps them equal;
+- (added with the change) once the writer has been idle a moment, or its store is closed, the
+  stored tables themselves are exact for a reader that is not an audit store.
 """
 
 from __future__ import annotations
@@ -80,6 +82,40 @@ def test_every_read_between_one_by_one_writes_sees_exact_rollups(tmp_path: Path)
         assert assert_store_reads_exact_rollups(store) == written
     finally:
         store.close()
+
+
+def _raw_reader_sees_exact_rollups(url: str) -> None:
+    """A reader of the file that is not an audit store (sqlite3, a backup) reads the tables as stored."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            trans = conn.begin()
+            try:
+                kept = _tables(conn)
+                for t in ROLLUPS:
+                    conn.exec_driver_sql(f"DELETE FROM {t}")
+                for statement in backfill_statements("sqlite"):
+                    conn.exec_driver_sql(statement)
+                assert _tables(conn) == kept
+            finally:
+                trans.rollback()
+    finally:
+        engine.dispose()
+
+
+def test_an_idle_or_closed_store_leaves_the_stored_rollups_exact(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'idle.db'}"
+    store = AuditStore(url)
+    try:
+        for rows in _requests(11, 30):
+            store.append(rows, _blob(rows))
+        time.sleep(1.0)  # the writer has nothing to write
+        _raw_reader_sees_exact_rollups(url)
+        for rows in _requests(12, 30):
+            store.append(rows, _blob(rows))
+    finally:
+        store.close()
+    _raw_reader_sees_exact_rollups(url)
 
 
 CHILD = """
