@@ -52,7 +52,10 @@ def main() -> None:
                     conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
             with contextlib.suppress(ImportError):
                 from service import batch_rollups
-                batch_rollups.add_new_rows = lambda conn, inserted: None
+                if hasattr(batch_rollups, "defer_new_rows"):  # rollups that lag the records (perf7)
+                    batch_rollups.defer_new_rows = lambda conn, inserted: 0
+                else:
+                    batch_rollups.add_new_rows = lambda conn, inserted: None
         blobs = [TaskBlobRow(task_hash=f"{g:064x}", verifier="math", task={"answer": str(g)}) for g in range(20)]
         for round_ in range(args.rounds):
             cpu, wall = time.process_time(), time.perf_counter()

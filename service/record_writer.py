@@ -108,16 +108,17 @@ _IDEMPOTENCY: Table = IdempotencyRow.__table__  # type: ignore[assignment]
 
 
 def _insert(conn: Connection, items: list[_Pending], stored: set[str] | frozenset[str] = frozenset(),
-            rollups: bool = False) -> None:
+            rollups: bool = False) -> int:
     """`stored`: task hashes whose blobs this writer has committed (blobs are never removed).
-    `rollups`: add the records to the rollups here, in this transaction (SQLite from revision
-    0017 on, service/batch_rollups.py; before it and on Postgres a trigger does)."""
+    `rollups`: this writer keeps the rollups (SQLite from revision 0017 on; before it and on
+    Postgres a trigger does): the records join those the rollups lag by, or all are added here,
+    in this transaction (service/batch_rollups.py). Returns how many records the rollups lag by."""
     add_blobs(conn, [b for item in items for b in item.blobs if b.task_hash not in stored])
     records = [row for item in items for row in item.rows]
     _insert_objects(conn, _RECORDS, records)
-    if rollups:
-        batch_rollups.add_new_rows(conn, len(records))
+    lag = batch_rollups.defer_new_rows(conn, len(records)) if rollups else 0
     _insert_objects(conn, _IDEMPOTENCY, [item.idempotency for item in items if item.idempotency is not None])
+    return lag
 
 
 class RecordWriter:
@@ -140,6 +141,7 @@ class RecordWriter:
         # and checkin per commit); dropped after any failure and opened again for the next one.
         self._conn: Connection | None = None
         self._rollups = False  # this writer adds the rollups (read when the connection opens)
+        self._lagging = False  # records committed by this writer may be missing from the rollups
 
     # ------------------------------------------------------------------ callers
 
@@ -205,10 +207,37 @@ class RecordWriter:
         finally:
             self._drop_connection()
 
+    def catch_up_before_read(self, conn: Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        """The store's SQLite engine's `before_cursor_execute`: before a statement that names a
+        rollup table runs, add the records the rollups lag by, whichever writer left them
+        (service/batch_rollups.py). Not on the writer's own thread, which keeps them itself."""
+        if "rollup_" in statement and threading.current_thread() is not self._thread:
+            batch_rollups.catch_up(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+
+    def _catch_up(self) -> None:
+        """Add the records the rollups lag by, in a transaction of their own (the writer is idle)."""
+        raw = self.engine.raw_connection()
+        try:
+            batch_rollups.catch_up_alone(raw.dbapi_connection)  # type: ignore[arg-type]
+            self._lagging = False
+        except Exception:  # noqa: BLE001 - tried again when next idle; every reader catches up first
+            log.exception("the record writer could not add the lagging records to the rollups")
+        finally:
+            raw.close()
+
     def _serve(self) -> None:
         while True:
-            first = self._queue.get()
+            if self._lagging:
+                try:
+                    first = self._queue.get(timeout=batch_rollups.CATCH_UP_IDLE_S)
+                except queue.Empty:
+                    self._catch_up()
+                    continue
+            else:
+                first = self._queue.get()
             if first is _STOP:
+                if self._lagging:
+                    self._catch_up()
                 return
             batch, size, stop = [first], len(first.rows), False
             while size < MAX_BATCH_ROWS:
@@ -230,6 +259,8 @@ class RecordWriter:
                     if not pending.done.done():
                         self._fail(pending, exc)
             if stop:
+                if self._lagging:
+                    self._catch_up()
                 return
 
     def _write(self, batch: list[_Pending]) -> None:
@@ -261,7 +292,7 @@ class RecordWriter:
             if rows:
                 lane.link(rows)
             with self._transaction() as conn:
-                _insert(conn, batch, self._stored_blobs, self._rollups)
+                lag = _insert(conn, batch, self._stored_blobs, self._rollups)
         except Exception as exc:  # noqa: BLE001 - retried one request at a time, where it is told apart
             if len(batch) == 1 and not isinstance(exc, IntegrityError):
                 lane.index = None  # the database's head is what counts after a failure
@@ -272,7 +303,7 @@ class RecordWriter:
             return False
         if rows:
             lane.advance(rows)
-        self._committed(batch)
+        self._committed(batch, lag)
         self.requests_written += len(batch)
         for pending in batch:
             pending.done.set_result(None)
@@ -298,7 +329,7 @@ class RecordWriter:
                 lane.link(pending.rows)
             try:
                 with self._transaction() as conn:
-                    _insert(conn, [pending], self._stored_blobs, self._rollups)
+                    lag = _insert(conn, [pending], self._stored_blobs, self._rollups)
             except IntegrityError:
                 head = self.chains.read_head(lane)
                 if head == (lane.index, lane.prev) or attempt + 1 == LINK_ATTEMPTS:
@@ -307,12 +338,13 @@ class RecordWriter:
                 continue
             if pending.rows:
                 lane.advance(pending.rows)
-            self._committed([pending])
+            self._committed([pending], lag)
             self.requests_written += 1
             return
 
-    def _committed(self, batch: list[_Pending]) -> None:
+    def _committed(self, batch: list[_Pending], lag: int) -> None:
         self.commits += 1
+        self._lagging = lag > 0
         if len(self._stored_blobs) >= MAX_STORED_BLOBS:
             self._stored_blobs.clear()
         self._stored_blobs.update(b.task_hash for pending in batch for b in pending.blobs)

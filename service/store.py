@@ -79,6 +79,10 @@ class AuditStore:
         from service.record_writer import RecordWriter
         self._digests: dict[tuple[str, str], str] = {}  # (verifier, task hash) -> task digest
         self.records_writer = RecordWriter(self.engine, self.chains, self._with_digests)
+        if url.startswith("sqlite"):
+            # The SQLite rollups may lag the records (service/batch_rollups.py): a statement of
+            # this store's that reads them runs once they are caught up.
+            event.listen(self.engine, "before_cursor_execute", self.records_writer.catch_up_before_read)
 
     def db(self) -> Session:
         """A database unit of work (SQLAlchemy's ORM Session): use as `with store.db() as s`.
