@@ -33,11 +33,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from service.logs import configure_logging
+    from service.read_deadlines import protocol_with_deadlines
 
     # JSON lines for uvicorn and the app alike; the app logs one line per request itself, so
     # uvicorn's access log (which prints query strings, keys included) stays off.
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
-                log_config=configure_logging(args.log_level), access_log=False, timeout_graceful_shutdown=10)
+                log_config=configure_logging(args.log_level), access_log=False, timeout_graceful_shutdown=10,
+                http=protocol_with_deadlines(settings.header_timeout_s, settings.body_timeout_s))
     return 0
 
 

@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     # Labels one record may carry (each note is at most 4,000 characters).
     max_labels_per_record: int = Field(100, ge=1)
     retry_after_s: int = 2
+    # `assay serve`: a request's headers must arrive within this long of the connection opening
+    # (or of the previous response), and its body within this long of the headers (slowloris).
+    header_timeout_s: float = Field(10.0, gt=0)
+    body_timeout_s: float = Field(60.0, gt=0)
     verify_threads: int = 16
     # Verifier families warmed before the service says ready (service/warm_up.py): `all`,
     # `none`, or a comma list. Unwarmed families pay their pools' start in their first request.
