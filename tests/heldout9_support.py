@@ -1,9 +1,11 @@
 """Shared by tests/test_heldout9_*.py: load round 9's blind cases (tests/data/heldout9/*.json) and
 judge them through `/v1/groups` (tests/heldout8_support.py).
 
-A case is `{"name", "task", "response", "expected", "note"?}`; `expected` is one verdict, or a list
-of verdicts a careful grader could give (all of them without reward) where the contract leaves
-the choice open, with the reason in `note`.
+A case is `{"name", "task", "response", "expected", "note"?, "documented"?}`; `expected` is the blind
+label: one verdict, or a list of verdicts a careful grader could give (all of them without reward)
+where the contract leaves the choice open, with the reason in `note`. `documented`, added after the
+blind run and only with a `note`, is the verdict the documented rule gives where it differs from the
+blind label and the rule is kept: the test pins it, so a change of rule is seen.
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ def judge_cases(client: Any, verifier: str, cases: list[dict[str, Any]]) -> dict
     """Each case's result by its name."""
     names = [case["name"] for case in cases]
     assert len(set(names)) == len(names), "case names are unique"
-    rows = [(case["name"], case["task"], case["response"], case["expected"]) for case in cases]
+    rows = [(case["name"], case["task"], case["response"], held_to(case)) for case in cases]
     return verdicts_of(client, verifier, rows)
+
+
+def held_to(case: dict[str, Any]) -> str | list[str]:
+    """The verdict(s) a case's test requires: the documented one where it was settled so, else the blind label."""
+    return case.get("documented", case["expected"])
 
 
 def check_expected(result: dict, expected: str | list[str]) -> None:

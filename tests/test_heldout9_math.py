@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.heldout9_support import check_expected, judge_cases, load_cases
+from tests.heldout9_support import check_expected, held_to, judge_cases, load_cases
 
 CASES = load_cases("math")
 
@@ -20,4 +20,4 @@ def verdicts(client) -> dict[str, dict]:
 
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
 def test_heldout9_math(verdicts, case):
-    check_expected(verdicts[case["name"]], case["expected"])
+    check_expected(verdicts[case["name"]], held_to(case))

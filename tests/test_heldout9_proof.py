@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.heldout9_support import check_expected, judge_cases, load_cases
+from tests.heldout9_support import check_expected, held_to, judge_cases, load_cases
 
 pytestmark = pytest.mark.slow
 
@@ -23,4 +23,4 @@ def verdicts(client) -> dict[str, dict]:
 
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
 def test_heldout9_proof(verdicts, case):
-    check_expected(verdicts[case["name"]], case["expected"])
+    check_expected(verdicts[case["name"]], held_to(case))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.heldout9_support import check_expected, judge_cases, load_cases
+from tests.heldout9_support import check_expected, held_to, judge_cases, load_cases
 
 SQL_CASES = load_cases("sql")
 TOOL_CASES = load_cases("tool_state")
@@ -25,9 +25,9 @@ def tool_verdicts(client) -> dict[str, dict]:
 
 @pytest.mark.parametrize("case", SQL_CASES, ids=[case["name"] for case in SQL_CASES])
 def test_heldout9_sql(sql_verdicts, case):
-    check_expected(sql_verdicts[case["name"]], case["expected"])
+    check_expected(sql_verdicts[case["name"]], held_to(case))
 
 
 @pytest.mark.parametrize("case", TOOL_CASES, ids=[case["name"] for case in TOOL_CASES])
 def test_heldout9_tool_state(tool_verdicts, case):
-    check_expected(tool_verdicts[case["name"]], case["expected"])
+    check_expected(tool_verdicts[case["name"]], held_to(case))
