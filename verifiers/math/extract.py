@@ -316,7 +316,13 @@ _ALTERNATIVE = re.compile(
     r"|(" + _NUMBER.pattern + r")\$?\s+(?:is|would\s+be|might\s+be)\s+(?:also\s+|equally\s+)?"
     r"(?:possible|likely|plausible)",
     re.IGNORECASE)
-_COPULA = re.compile(r"\b(?:is|are|was|were|equals|be)\s+(?=\S)", re.IGNORECASE)
+# Verbs by which a sentence in an answer tag states its value: "is", and the verbs of reaching a
+# value ("diverges to +∞", "simplifies to 3", "comes to 12", "approaches 0", "becomes 4"): each
+# links the subject to the value as "is" does (round 9).
+_COPULA = re.compile(
+    r"\b(?:is|are|was|were|equals|be|becomes|approaches|(?:is\s+)?equal\s+to"
+    r"|(?:tends|converges|diverges|goes|comes|amounts|evaluates|simplifies|reduces)\s+to)\s+(?=\S)",
+    re.IGNORECASE)
 _SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
 _DEGREES = re.compile(r"\s*+(?:°|\^\s*+\{?\s*+\\circ|\\circ\b|\\degree\b|degrees?\b)", re.IGNORECASE)
 _OR = re.compile(r"\s*+,?\s*+(?:or|或者|或)\s*+(?:\\?\$)?", re.IGNORECASE)  # possessive: linear

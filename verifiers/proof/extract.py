@@ -56,11 +56,26 @@ def extract_proof(response: str) -> Extracted:
     spans = list(SPAN_RE.finditer(response))
     if spans:
         last = spans[-1]
-        return _from_block(_restatement_before(response, last.start()) + last.group(0), "$= span")
+        found = _from_block(_restatement_before(response, last.start()) + last.group(0), "$= span")
+        found.declared = sorted(set(found.declared) | set(_declarations_in(response)))
+        return found
     plain = PLAIN_FENCE_RE.findall(response)
     if plain:
         return _from_block(plain[-1], "plain fenced block")
     return Extracted(None, "none", reason="no ```metamath block or $= ... $. span found")
+
+
+# A declaration written as Metamath, in a response whose proof is a bare span: a scope token, or a
+# declaring keyword whose statement runs to its `$.` through plain tokens. Its statement shape is
+# what tells it from prose that names a keyword ("the $e hypotheses, $= ... $.").
+DECLARATION_RE = re.compile(r"(?<!\S)(?:\$[{}\[\]]|\$[acvfed](?=\s)(?:\s+(?!\$)\S+)*?\s+\$\.)(?!\S)")
+
+
+def _declarations_in(response: str) -> list[str]:
+    """The declaring keywords of the Metamath statements anywhere in a response (comments are
+    whitespace). A span's text is Metamath like a block's: a `${ h $e |- ch $. ... $}` around it
+    declares as much as it would inside a fence, though only the span is read as the proof."""
+    return [match.group(0).split()[0] for match in DECLARATION_RE.finditer(without_comments(response))]
 
 
 def _restatement_before(response: str, span_start: int) -> str:

@@ -39,6 +39,12 @@ _WEAK_START = re.compile(
     r"|DECLARE|DISCARD|LISTEN|NOTIFY|TABLE|ANALYZE|ANALYSE)\b",
     re.IGNORECASE | re.MULTILINE,
 )
+# SQL inside a sentence ("I would run SELECT ... ;"): a query keyword in capitals after a space or
+# a colon. Prose says "select" in lower case; either way such a run counts only when it parses
+# (as the weak starts), so a sentence is never taken for unparsable SQL (round 9).
+_INLINE_START = re.compile(r"(?<=[ \t:])(?:SELECT|WITH|VALUES|INSERT|UPDATE|DELETE)\b")
+# Where an inline statement may end: its first semicolon (the sentence may go on after it).
+_SEMICOLON = re.compile(r";")
 MAX_TRIAL_PARSE_CHARS = 20_000
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -107,11 +113,15 @@ def _unfenced(response: str, dialect: str) -> str | None:
     for match in list(_WEAK_START.finditer(response))[:4]:
         # Written in capitals ("SET ROLE ...") it is meant as SQL; otherwise it may be prose.
         (strong if match.group(0).strip().isupper() else weak).append(match.start())
+    inline = [m.start() for m in _INLINE_START.finditer(response)][:4]
     candidates: list[tuple[bool, str]] = []
-    for start in sorted(set(strong + weak)):
+    for start in sorted(set(strong + weak + inline)):
         rest = response[start:]
         blank = _BLANK_LINE.search(rest)
-        for text in [rest] + ([rest[: blank.start()]] if blank else []):
+        ends = [rest] + ([rest[: blank.start()]] if blank else [])
+        if start in inline and start not in strong and (semicolon := _SEMICOLON.search(rest)) is not None:
+            ends.append(rest[: semicolon.end()])
+        for text in ends:
             candidates.append((start in strong, text))
     for is_strong, text in candidates:
         if len(text) > MAX_TRIAL_PARSE_CHARS:

@@ -69,7 +69,8 @@ class ProofFailure(Exception):
         self.step = step
         self.label = label
         self.format_error = format_error
-        # A reference the task forbids (the theorem itself, a later statement).
+        # A reference the task forbids (the theorem itself, a later statement, another
+        # theorem's hypothesis).
         self.compliance = compliance
 
     def describe(self) -> dict[str, object]:
@@ -127,7 +128,10 @@ def _resolve(target: Target, db: Database, label: str, step: int) -> Step:
     assertion = db.assertions.get(label)
     if assertion is None:
         if label in db.hyps:
-            raise ProofFailure(f"hypothesis {label} is not one of this theorem's", step, label)
+            # Another frame's hypothesis is a statement nobody proved here: citing it assumes
+            # what was to be shown, as a `?` step does, so it is refused as a forbidden
+            # reference (compliance), not judged as a wrong step (round 9).
+            raise ProofFailure(f"hypothesis {label} is not one of this theorem's", step, label, compliance=True)
         raise ProofFailure(f"no statement labelled {label}", step, label, format_error=True)
     return ("assert", assertion, False)
 

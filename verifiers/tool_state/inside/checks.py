@@ -9,7 +9,9 @@ neither required nor seen in a successful call of the trace.
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -38,9 +40,43 @@ def _rows(table: Any) -> dict[str, Any]:
     return {"": table}
 
 
+def _content(row: Any) -> str:
+    """A log row's content without the id the environment numbered it with."""
+    body = {k: v for k, v in row.items() if k != "id"} if isinstance(row, dict) else row
+    return json.dumps(body, sort_keys=True, default=repr)
+
+
+def _unmatched_log_rows(got: list[Any], want: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The rows of two list tables left once rows equal apart from their id are paired off.
+
+    A list table is a log the environment appends to in call order and numbers as it goes
+    (transfers T1, T2, ...). Calls that commute, such as two independent transfers, leave the
+    same entries under each other's numbers; the task names no order, so the log is a multiset
+    of entries, not a sequence (round 9). Order that matters still shows: a call that fails in
+    the wrong order leaves no entry, or a different one.
+    """
+    left = Counter(_content(row) for row in want)
+    got_rest = []
+    for row in got:
+        key = _content(row)
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            got_rest.append(row)
+    want_rest = []
+    for row in want:
+        key = _content(row)
+        if left[key] > 0:  # paired with none of got's rows
+            left[key] -= 1
+            want_rest.append(row)
+    return got_rest, want_rest
+
+
 def diff_states(got: dict[str, Any], want: dict[str, Any], limit: int = DIFF_LIMIT) -> tuple[list[dict], int]:
     """Every difference as {table, key, field, got, want}; `field` is "*" for a whole row
-    that is missing or extra. Returns (first `limit` entries, total count)."""
+    that is missing or extra. Returns (first `limit` entries, total count). List tables
+    (logs) are compared as multisets of entries (`_unmatched_log_rows`); what is left of
+    them is keyed by id as dict tables are."""
     entries: list[dict[str, Any]] = []
     total = 0
 
@@ -51,7 +87,10 @@ def diff_states(got: dict[str, Any], want: dict[str, Any], limit: int = DIFF_LIM
             entries.append({"table": table, "key": key, "field": field, "got": _short(g), "want": _short(w)})
 
     for table in sorted(set(got) | set(want)):
-        got_rows, want_rows = _rows(got.get(table, {})), _rows(want.get(table, {}))
+        got_table, want_table = got.get(table, {}), want.get(table, {})
+        if isinstance(got_table, list) and isinstance(want_table, list):
+            got_table, want_table = _unmatched_log_rows(got_table, want_table)
+        got_rows, want_rows = _rows(got_table), _rows(want_table)
         for key in sorted(set(got_rows) | set(want_rows)):
             g, w = got_rows.get(key), want_rows.get(key)
             if g == w:
