@@ -131,15 +131,19 @@ def head_hash(head: ChainHeadRow) -> str:
 
 def _as_stored(row: Base) -> None:
     """Make the row hold what the database will hand back: Python-side column defaults applied,
-    JSON values as JSON gives them back (tuples as lists, keys as strings, in the database's order)."""
+    JSON values as JSON gives them back (tuples as lists, keys as strings, in the database's order).
+
+    Values go into the row's `__dict__`, without the ORM's attribute events: a row is linked
+    before it joins any unit of work (the record writer inserts `__dict__` with Core; a chained
+    row added to a Session afterwards is pending, and the ORM inserts a pending row's `__dict__`),
+    so the events would only record a history nothing reads (tests/test_chain_link_exact.py)."""
     values = row.__dict__
     spec = _columns(row)
     for key, default, is_callable in spec.defaults:
         if values.get(key) is None:
-            setattr(row, key, default(None) if is_callable else default)
+            values[key] = default(None) if is_callable else default
     present = {key: values[key] for key in spec.json if values.get(key) is not None}
-    for key, value in json.loads(json.dumps(present, default=str)).items():  # one round trip for all
-        setattr(row, key, value)
+    values.update(json.loads(json.dumps(present, default=str)))  # one round trip for all
 
 
 @dataclass
@@ -158,8 +162,9 @@ class Lane:
         index, prev = self.index, self.prev
         for row in rows:
             _as_stored(row)
-            row.chain_id, row.chain_index, row.chain_prev = self.chain_id, index, prev
-            row.chain_hash = prev = row_hash(self.table, row, prev)
+            values = row.__dict__  # as `_as_stored`: no ORM events for a row not yet in a unit of work
+            values["chain_id"], values["chain_index"], values["chain_prev"] = self.chain_id, index, prev
+            values["chain_hash"] = prev = row_hash(self.table, row, prev)
             index += 1
 
     def advance(self, rows: list[Base]) -> None:
