@@ -28,7 +28,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, func, literal, literal_column, select
-from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from service.pipeline.results import record_out
 from service.store import AuditStore
@@ -95,10 +94,13 @@ def _slow_line(r: Any) -> str:
 
 
 def _number(column: str) -> str:
-    """A float8 as JSON the way pydantic writes a float (`1.0`, not `1`; `null` if not finite)."""
-    return (f"CASE WHEN {column} IN ('NaN', 'Infinity', '-Infinity') THEN 'null' "
-            f"WHEN {column} = trunc({column}) AND abs({column}) < 1e15 "
-            f"THEN trunc({column})::numeric::text || '.0' ELSE {column}::text END")
+    """A float8 as JSON the way pydantic writes a float: `1.0` (not `1`), `-0.0`, `1e-05`,
+    `1e+20`, `null` if not finite. PostgreSQL writes the shortest exact digits as Python does,
+    in plain digits below 1e15, so a whole number there only lacks the `.0` (a numeric cast
+    made the number half a line's cost)."""
+    return (f"CASE WHEN abs({column}) >= 1e15 THEN CASE WHEN {column} IN ('NaN', 'Infinity', '-Infinity') "
+            f"THEN 'null' ELSE {column}::text END "
+            f"WHEN {column} = trunc({column}) THEN {column}::text || '.0' ELSE {column}::text END")
 
 
 def _nullable(expression: str) -> str:
@@ -152,10 +154,12 @@ def _chunk_sql(where: list[Any]) -> Any:
     lines = (select(RecordRow.seq, literal_column(LINE_SQL).label("line")).select_from(RecordRow.__table__)
              .where(*where, RecordRow.seq >= bindparam("lo"), RecordRow.seq < bindparam("hi"))
              .order_by(RecordRow.seq).limit(bindparam("rows")).subquery("chunk"))
-    # PostgreSQL 15 has no presorted aggregates: the ORDER BY inside string_agg sorts at most
-    # :rows lines (already in order).
+    # The lines are joined in the order the subquery hands them over (ORDER BY seq LIMIT: a
+    # single ordered stream into a plain aggregate, never parallel under the LIMIT). An ORDER BY
+    # inside string_agg would sort the chunk again (PostgreSQL 15 has no presorted aggregates):
+    # a copy of every line, spilled to disk past work_mem; it cost a sixth of a chunk's time.
     return select(func.count().label("n"), func.max(lines.c.seq).label("last"),
-                  func.string_agg(lines.c.line, aggregate_order_by(literal("\n"), lines.c.seq)).label("text"))
+                  func.string_agg(lines.c.line, literal("\n")).label("text"))
 
 
 def _session(store: AuditStore, statement: Any, tasks: queue.Queue, stop: threading.Event) -> None:

@@ -277,9 +277,9 @@ def test_export_writes_hostile_values_as_the_api_does(url: str, monkeypatch: pyt
             request_id=text or None, caller_key_id=text, task_id=text, task_hash=f"{i:064x}",
             task_public={"q": text}, verifier="math", verifier_version=text or "1", response_hash=f"{i:064x}",
             response=text, components={"c": {"value": 1.0, "hard": False}},
-            reward=[nan, inf, -inf, 3.0, 1e20, 0.1][i], verdict="correct",
+            reward=[nan, inf, -inf, 1e14, 1e20, 0.1][i], verdict="correct",
             evidence={"e": text}, flags=[], sandbox_backend="process", usage={"u": 1},
-            duration_ms=[2.0, 3.0, 1e-05, 1e15, 12345678.5, 0.0][i], group_id=text or None,
+            duration_ms=[2.0, 999999999999999.0, 1e-05, 1e15, 12345678.5, -0.0][i], group_id=text or None,
             group_index=i, tokens=i, finish_reason=text or None, masked=bool(i % 2), eval_id=text or None,
             run_id=f"run-{i}.a:b@c+d" if text else None, run_step=i if text else None))
     honest = RecordRow(
