@@ -208,25 +208,28 @@ def _lines_in_sql(store: AuditStore, where: list[Any]) -> Iterator[str]:
                                  name=f"assay-export-{n}") for n in range(SESSIONS)]
     for session in sessions:
         session.start()
-    pending: deque[tuple[int, int, Future]] = deque()
+    pending: deque[tuple[int, int, Future]] = deque()  # asked, contiguous, in seq order, up to next_lo
     next_lo, span = first, FIRST_SPAN
-
-    def ask(lo: int, hi: int, front: bool = False) -> None:
-        future: Future = Future()
-        (pending.appendleft if front else pending.append)((lo, hi, future))
-        tasks.put((lo, hi, CHUNK_ROWS, future))
-
     try:
         while pending or next_lo <= last:
             while next_lo <= last and len(pending) < CHUNKS_AHEAD:
-                ask(next_lo, next_lo + span)
+                future: Future = Future()
+                pending.append((next_lo, next_lo + span, future))
+                tasks.put((next_lo, next_lo + span, CHUNK_ROWS, future))
                 next_lo += span
             lo, hi, future = pending.popleft()
             n, last_seq, text = future.result()
-            if n == CHUNK_ROWS and last_seq + 1 < hi:  # the chunk was full: the rest of its range next
-                ask(last_seq + 1, hi, front=True)
-            covered = (last_seq + 1 if n == CHUNK_ROWS else hi) - lo
+            full = n == CHUNK_ROWS and last_seq + 1 < hi
+            covered = (last_seq + 1 if full else hi) - lo
             span = max(1, min(int(covered * CHUNK_ROWS * 0.8 / n) if n else span * 2, 1 << 40))
+            if full:
+                # The rows are denser than the span was sized for: the rest of this range and the
+                # ranges already asked after it are asked again at the new span (at most
+                # CHUNKS_AHEAD - 1 chunks read for nothing), so both sessions keep working.
+                for _, _, later in pending:
+                    later.cancel()
+                pending.clear()
+                next_lo = last_seq + 1
             if text:
                 yield text + "\n"
     finally:
