@@ -168,7 +168,8 @@ def _session(store: AuditStore, statement: Any, tasks: queue.Queue, stop: thread
     its generic plan reused (planning over every day's partition costs more than a chunk)."""
     try:
         with store.engine.connect() as conn:
-            conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+            # SET LOCAL: gone when the transaction ends, so the pooled connection goes back as it came.
+            conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
             while not stop.is_set():
                 task = tasks.get()
                 if task is _STOP:

@@ -310,6 +310,8 @@ def test_an_export_the_client_leaves_stops_its_sessions(database: str, monkeypat
     store = AuditStore(database)
     fill(store, seed=4, n_groups=30)
     held = store.engine.pool.checkedout()  # the record writer keeps one connection of its own
+    with store.engine.connect() as conn:
+        planning = conn.exec_driver_sql("SHOW plan_cache_mode").scalar()
     chunks = audit_export.export_lines(store, {})
     first = next(chunks)
     assert first.count("\n") == 5
@@ -317,6 +319,13 @@ def test_an_export_the_client_leaves_stops_its_sessions(database: str, monkeypat
     chunks.close()
     assert store.engine.pool.checkedout() == held
     assert not [t for t in threading.enumerate() if t.name.startswith("assay-export-")]
+    # The sessions' generic-plan setting stayed in their export: the pooled connections plan as before.
+    idle = [store.engine.connect() for _ in range(store.engine.pool.checkedin())]  # every pooled one
+    modes = {c.exec_driver_sql("SHOW plan_cache_mode").scalar() for c in idle}
+    for conn in idle:
+        conn.close()
+    assert len(idle) >= 2 and modes == {planning} and planning != "force_generic_plan"
+    assert "".join(audit_export.export_lines(store, {})).count("\n") == len(stored(store))
 
 
 @pytest.mark.postgres
