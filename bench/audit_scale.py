@@ -631,6 +631,9 @@ def main() -> None:
     parser.add_argument("--anchor", choices=("last", "now"), default="last",
                         help="windows ('last day', 'last 6 hours') end at the newest record (default; the same "
                              "records whenever the bench runs) or at the clock")
+    parser.add_argument("--only", choices=("all", "export"), default="all",
+                        help="time every read (default) or only the two exports (all proof records, since a "
+                             "day), each --repeat times")
     args = parser.parse_args()
     admin_url = os.environ.get("ASSAY_TEST_POSTGRES_URL") or subprocess.run(
         ["scripts/postgres.sh", "start"], capture_output=True, text=True, check=True).stdout.strip()
@@ -687,6 +690,12 @@ def main() -> None:
         since_6h = (anchor - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M")
         print(f"windows end at {anchor.isoformat(timespec='seconds')} ({args.anchor}); newest record "
               f"{newest.isoformat(timespec='seconds')}", flush=True)
+        if args.only == "export":
+            for _ in range(args.repeat):
+                export_rate(server, api, {"verifier": "proof"})
+                export_rate(server, api, {"since": since_1d})
+            print(f"load average after: {load()}", flush=True)
+            return
         print(f"{'kind':12} {'case':58} {'median ms':>9} {'worst ms':>9} {'target':>7}")
         timer.time("http floor", "GET /readyz", "/readyz", api=True)
         t = TARGETS["overview"]

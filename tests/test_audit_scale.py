@@ -229,21 +229,73 @@ def test_probe_sampling_covers_large_strata(url: str, monkeypatch: pytest.Monkey
     assert all(r.id not in labelled and stratum_of(r, None) == s for s, r in picked)
 
 
-@pytest.mark.parametrize("batch", [2000, 7])
-def test_export_lines_are_the_api_records(url: str, batch: int, monkeypatch: pytest.MonkeyPatch):
-    """In write order and equal to the API's records, also when the database's sessions hand
-    over many small batches that must be merged back (Postgres builds lines in two sessions)."""
+@pytest.mark.parametrize("chunk_rows, first_span", [(2000, 4096), (7, 3), (7, 10**9)])
+def test_export_lines_are_the_api_records(url: str, chunk_rows: int, first_span: int,
+                                          monkeypatch: pytest.MonkeyPatch):
+    """In write order and equal to the API's records (keys in the same order), also when the
+    database's sessions hand over many small chunks of seq ranges, chunks too small for their
+    range (the rest of the range is read next) and chunks far wider than the records."""
     from service import audit_export
     from service.audit_export import export_lines
 
-    monkeypatch.setattr(audit_export, "STREAM_ROWS", batch)
+    monkeypatch.setattr(audit_export, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(audit_export, "FIRST_SPAN", first_span)
     store = AuditStore(url)
     fill(store, seed=3, n_groups=30)
     lines = "".join(export_lines(store, {})).splitlines()
     rows = stored(store)
-    assert [json.loads(line) for line in lines] == [json.loads(record_out(r).model_dump_json()) for r in rows]
-    code = [json.loads(line)["verifier"] for line in "".join(export_lines(store, {"verifier": "code"})).splitlines()]
-    assert code and set(code) == {"code"}
+    answers = [json.loads(record_out(r).model_dump_json()) for r in rows]
+    assert [json.loads(line) for line in lines] == answers
+    assert [list(json.loads(line)) for line in lines] == [list(a) for a in answers]
+    code = [json.loads(line) for line in "".join(export_lines(store, {"verifier": "code"})).splitlines()]
+    assert code == [a for a in answers if a["verifier"] == "code"]
+    since = _aware(rows[len(rows) // 2].created_at)
+    recent = [json.loads(line) for line in "".join(export_lines(store, {"since": since})).splitlines()]
+    assert recent == [a for a, r in zip(answers, rows, strict=True) if _aware(r.created_at) >= since]
+    assert list(export_lines(store, {"verifier": "nobody"})) == []
+
+
+def test_export_writes_hostile_values_as_the_api_does(url: str, monkeypatch: pytest.MonkeyPatch):
+    """Strings with quotes, backslashes, control characters, non-ASCII and JSON-looking text,
+    non-finite rewards (Postgres; pydantic writes null), whole-number and tiny or huge floats:
+    each line is the API's record; then an honest record after them is exported as it is."""
+    from service import audit_export
+    from service.audit_export import export_lines
+
+    monkeypatch.setattr(audit_export, "CHUNK_ROWS", 2)
+    store = AuditStore(url)
+    # Non-finite rewards on Postgres only: SQLite stores NaN as NULL, and its rollup catch-up
+    # fails on an infinite reward ("string or blob too big", service/batch_rollups.py); a
+    # non-finite duration is refused by the rollups on both (ln of it).
+    finite = not url.startswith("postgresql")
+    nan, inf = (2.5, 7.0) if finite else (float("nan"), float("inf"))
+    nasty = ['a"b\\c', "line\nbreak\ttab\x01\x1f", "é✓ 日本", '{"json": "text"}', "\u2028", ""]
+    rows = []
+    for i, text in enumerate(nasty):
+        rows.append(RecordRow(
+            id=uuid.uuid4().hex, created_at=NOW + timedelta(seconds=i, microseconds=0 if i % 2 else 120),
+            request_id=text or None, caller_key_id=text, task_id=text, task_hash=f"{i:064x}",
+            task_public={"q": text}, verifier="math", verifier_version=text or "1", response_hash=f"{i:064x}",
+            response=text, components={"c": {"value": 1.0, "hard": False}},
+            reward=[nan, inf, -inf, 1e14, 1e20, 0.1][i], verdict="correct",
+            evidence={"e": text}, flags=[], sandbox_backend="process", usage={"u": 1},
+            duration_ms=[2.0, 999999999999999.0, 1e-05, 1e15, 12345678.5, -0.0][i], group_id=text or None,
+            group_index=i, tokens=i, finish_reason=text or None, masked=bool(i % 2), eval_id=text or None,
+            run_id=f"run-{i}.a:b@c+d" if text else None, run_step=i if text else None))
+    honest = RecordRow(
+        id=uuid.uuid4().hex, created_at=NOW + timedelta(seconds=10), caller_key_id="key", task_id=None,
+        task_hash="f" * 64, task_public={"answer": "1"}, verifier="math", verifier_version="1",
+        response_hash="e" * 64, response="\\boxed{1}", components={"correctness": {"value": 1.0, "hard": True}},
+        reward=1.0, verdict="correct", evidence={}, flags=[], sandbox_backend="process", usage=None,
+        duration_ms=4.25, group_id=None, group_index=None)
+    store.append(rows + [honest], [])
+    answers = [record_out(r).model_dump_json() for r in stored(store)]
+    # split on "\n" only: a line holds U+2028 as it is (str.splitlines would cut it there)
+    lines = "".join(export_lines(store, {})).removesuffix("\n").split("\n")
+    assert [json.loads(line) for line in lines] == [json.loads(a) for a in answers]
+    assert [list(json.loads(line)) for line in lines] == [list(json.loads(a)) for a in answers]
+    assert finite or [json.loads(line)["reward"] for line in lines[:3]] == [None, None, None]
+    assert json.loads(lines[-1])["reward"] == 1.0 and json.loads(lines[-1])["verdict"] == "correct"
 
 
 @pytest.mark.postgres
@@ -254,10 +306,12 @@ def test_an_export_the_client_leaves_stops_its_sessions(database: str, monkeypat
 
     from service import audit_export
 
-    monkeypatch.setattr(audit_export, "STREAM_ROWS", 5)
+    monkeypatch.setattr(audit_export, "CHUNK_ROWS", 5)
     store = AuditStore(database)
     fill(store, seed=4, n_groups=30)
     held = store.engine.pool.checkedout()  # the record writer keeps one connection of its own
+    with store.engine.connect() as conn:
+        planning = conn.exec_driver_sql("SHOW plan_cache_mode").scalar()
     chunks = audit_export.export_lines(store, {})
     first = next(chunks)
     assert first.count("\n") == 5
@@ -265,6 +319,13 @@ def test_an_export_the_client_leaves_stops_its_sessions(database: str, monkeypat
     chunks.close()
     assert store.engine.pool.checkedout() == held
     assert not [t for t in threading.enumerate() if t.name.startswith("assay-export-")]
+    # The sessions' generic-plan setting stayed in their export: the pooled connections plan as before.
+    idle = [store.engine.connect() for _ in range(store.engine.pool.checkedin())]  # every pooled one
+    modes = {c.exec_driver_sql("SHOW plan_cache_mode").scalar() for c in idle}
+    for conn in idle:
+        conn.close()
+    assert len(idle) >= 2 and modes == {planning} and planning != "force_generic_plan"
+    assert "".join(audit_export.export_lines(store, {})).count("\n") == len(stored(store))
 
 
 @pytest.mark.postgres
