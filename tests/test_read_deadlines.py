@@ -44,6 +44,24 @@ def _read_until_closed(sock: socket.socket) -> bytes:
     return got
 
 
+def _read_response(sock: socket.socket) -> bytes:
+    """One whole HTTP response (headers, then Content-Length bytes of body), however the
+    server's writes arrive."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before the response's headers: {got[:200]!r}"
+        got += chunk
+    head, body = got.split(b"\r\n\r\n", 1)
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "closed inside the response's body"
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 def _request(server: LiveServer, body: dict, key: str) -> bytes:
     data = json.dumps(body).encode()
     return (f"POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {key}\r\n"
@@ -137,13 +155,13 @@ def test_honest_clients_are_not_cut(server: LiveServer):
             sock.sendall(piece)
             time.sleep(HEADER_S / 5)
         sock.sendall(body)
-        first = sock.recv(65536)
+        first = _read_response(sock)
         assert first.startswith(b"HTTP/1.1 200"), first[:200]
         assert b'"reward":1.0' in first
         # The same keep-alive connection, its next request a little later.
         time.sleep(HEADER_S / 2)
         sock.sendall(whole)
-        second = sock.recv(65536)
+        second = _read_response(sock)
         assert second.startswith(b"HTTP/1.1 200"), second[:200]
 
 
