@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.heldout9_support import check_expected, held_to, judge_cases, load_cases
+from tests.heldout8_support import check_verdict
+from tests.heldout9_support import held_to, judge_cases, load_cases
 
 CASES = load_cases("math")
 
@@ -39,9 +40,9 @@ def verdicts(client) -> dict[str, dict]:
 
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
 def test_heldout9_math(verdicts, case):
-    check_expected(verdicts[case["name"]], held_to(case))
+    check_verdict(verdicts[case["name"]], held_to(case))
 
 
 @pytest.mark.parametrize("case", FIX_CASES, ids=[case["name"] for case in FIX_CASES])
 def test_heldout9_math_fixes(verdicts, case):
-    check_expected(verdicts[case["name"]], case["expected"])
+    check_verdict(verdicts[case["name"]], case["expected"])

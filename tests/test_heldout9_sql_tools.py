@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from tests.heldout9_support import check_expected, held_to, judge_cases, load_cases
+from tests.heldout8_support import check_verdict
+from tests.heldout9_support import held_to, judge_cases, load_cases
 
 SQL_CASES = load_cases("sql")
 TOOL_CASES = load_cases("tool_state")
@@ -65,19 +66,19 @@ def tool_verdicts(client) -> dict[str, dict]:
 
 @pytest.mark.parametrize("case", SQL_CASES, ids=[case["name"] for case in SQL_CASES])
 def test_heldout9_sql(sql_verdicts, case):
-    check_expected(sql_verdicts[case["name"]], held_to(case))
+    check_verdict(sql_verdicts[case["name"]], held_to(case))
 
 
 @pytest.mark.parametrize("case", TOOL_CASES, ids=[case["name"] for case in TOOL_CASES])
 def test_heldout9_tool_state(tool_verdicts, case):
-    check_expected(tool_verdicts[case["name"]], held_to(case))
+    check_verdict(tool_verdicts[case["name"]], held_to(case))
 
 
 @pytest.mark.parametrize("case", SQL_FIX_CASES, ids=[case["name"] for case in SQL_FIX_CASES])
 def test_heldout9_sql_fixes(sql_verdicts, case):
-    check_expected(sql_verdicts[case["name"]], case["expected"])
+    check_verdict(sql_verdicts[case["name"]], case["expected"])
 
 
 @pytest.mark.parametrize("case", TOOL_FIX_CASES, ids=[case["name"] for case in TOOL_FIX_CASES])
 def test_heldout9_tool_state_fixes(tool_verdicts, case):
-    check_expected(tool_verdicts[case["name"]], case["expected"])
+    check_verdict(tool_verdicts[case["name"]], case["expected"])
