@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,12 @@ _TASK_PATH = re.compile(r"^(task(?:\.[A-Za-z0-9_]+)*):")
 
 class UnknownVerifier(LookupError):
     pass
+
+
+class ContractBreach(ValueError):
+    """A verifier returned an outcome outside the reward contract: a verifier bug, never a reward."""
+
+    cause = "contract_breach"
 
 
 @dataclass(frozen=True)
@@ -222,6 +229,24 @@ class Outcome:
 
     def add_flags(self, flags: list[Flag]) -> None:
         self.flags = _bounded_flags([*self.flags, *flags])
+
+    def contract_breach(self) -> str | None:
+        """What in this outcome breaks the reward contract, or None: a component that is not a
+        number in [0, 1] (a NaN from 0/0, an infinity, a bool), or a number that is not finite
+        in the evidence, the flags' evidence or the usage (a record could not store it)."""
+        for c in self.components:
+            if isinstance(c.value, bool) or not isinstance(c.value, int | float) or not 0.0 <= c.value <= 1.0:
+                return f"component {c.name!r} is {c.value!r}, not a number in [0, 1]"
+        stack: list[Any] = [self.evidence, self.usage, *(f.evidence for f in self.flags if isinstance(f, Flag))]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, float) and not math.isfinite(item):
+                return f"a number that is not finite ({item!r}) in the evidence, flags or usage"
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list | tuple):
+                stack.extend(item)
+        return None
 
     def reward(self, task: TaskBase) -> float:
         return score(self.components, task.reward_weights, task.failure_value, self.verdict)

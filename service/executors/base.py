@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sandboxes.base import SandboxBusy, SandboxError, SandboxUnavailable
-from verifiers.base import Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, hard
+from verifiers.base import ContractBreach, Outcome, TaskBase, TaskInvalid, Verdict, Verifier, VerifyContext, hard
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,9 @@ def error_outcome(kind: str, exc: BaseException, verifier: str) -> Outcome:
     cause = getattr(exc, "cause", None) or ("executor_failed" if kind.startswith("executor") else "verifier_failed")
     if isinstance(exc, SandboxError):
         message = str(exc)[:500]
+    elif isinstance(exc, ContractBreach):
+        message = (f"the {verifier} verifier returned numbers outside the reward contract (components in [0, 1], "
+                   "finite numbers in evidence); the cause is in the service log")
     elif kind.startswith("executor"):
         message = "the executor failed to complete the verification; the cause is in the service log"
     else:
@@ -126,7 +129,7 @@ def run_verifier(verifier: Verifier, task: TaskBase, responses: list[str], ctx: 
         if verifier.judges_groups:
             outcomes = verifier.verify_many(task, responses, ctx)
             per = (time.perf_counter() - started) * 1000 / max(len(responses), 1)
-            return [Judged(o, per) for o in outcomes]
+            return [Judged(within_contract(o, verifier.name), per) for o in outcomes]
         return [_verify_one(verifier, task, r, ctx) for r in responses]
     except NOT_AN_OUTCOME:
         raise
@@ -145,4 +148,14 @@ def _verify_one(verifier: Verifier, task: TaskBase, response: str, ctx: VerifyCo
     except Exception as exc:
         log.exception("verification failed in %s", verifier.name)
         outcome = error_outcome(error_kind(exc), exc, verifier.name)
-    return Judged(outcome, (time.perf_counter() - started) * 1000)
+    return Judged(within_contract(outcome, verifier.name), (time.perf_counter() - started) * 1000)
+
+
+def within_contract(outcome: Outcome, verifier: str) -> Outcome:
+    """The outcome, or verdict `error` when the verifier broke the reward contract's numbers
+    (they would become a reward, or a record no store can hold)."""
+    breach = outcome.contract_breach()
+    if breach is None:
+        return outcome
+    log.error("the %s verifier broke the reward contract: %s", verifier, breach)
+    return error_outcome("verifier_error", ContractBreach(breach), verifier)
