@@ -23,11 +23,16 @@ Shapes (every JSON object is a tag, so plain JSON never collides with one):
                               generator or `range` answer to a test that iterates (`list(candidate(n))`)
                               was refused. Nothing of the iterator's own type crosses: the far side
                               gets a built-in list iterator, equal only to itself, as a generator is.
+  a standard container or enum member (Counter, OrderedDict, defaultdict, a namedtuple, an
+  IntEnum member)          -> its plain built-in value (round 10: `return Counter(s)` was refused).
+                              Copied with the built-in type's own method, so no method of the
+                              subclass runs; other subclasses (`class I(int)`) are still refused.
 """
 
 from __future__ import annotations
 
 import base64
+import enum
 import functools
 import math
 from typing import Any
@@ -58,6 +63,31 @@ def _drained(obj: Any) -> list[Any]:
 
 def _is_iterator(obj: Any) -> bool:
     return hasattr(type(obj), "__next__") and hasattr(type(obj), "__iter__")
+
+
+# Each built-in base with a copy that returns the exact built-in type whatever the subclass overrides.
+_PLAIN_COPIES: tuple[tuple[type, Any], ...] = (
+    (int, int.__int__), (float, float.__float__), (str, lambda text: str.__getitem__(text, slice(None))),
+    (dict, dict.copy), (list, list.copy), (tuple, lambda items: tuple.__getitem__(items, slice(None))),
+    (set, set.copy), (frozenset, frozenset.copy),
+)
+
+
+_NOT_STANDARD = object()
+
+
+def _standard_plain(obj: Any) -> Any:
+    """The plain value of a standard-library subclass of a built-in type (`collections`' Counter,
+    OrderedDict, defaultdict, a namedtuple, an enum member), else `_NOT_STANDARD`: the ways honest
+    code returns a dict, tuple or int, equal to the plain value in Python. Only data crosses."""
+    kind = type(obj)
+    if not (kind.__module__ == "collections" or issubclass(kind, enum.Enum)
+            or (issubclass(kind, tuple) and hasattr(kind, "_fields"))):
+        return _NOT_STANDARD
+    for base, plain in _PLAIN_COPIES:
+        if isinstance(obj, base):
+            return plain(obj)
+    return _NOT_STANDARD
 
 
 def _numpy_scalar(obj: Any) -> Any:
@@ -112,6 +142,9 @@ def encode(obj: Any, depth: int = 0, *, iterators: bool = True) -> Any:
         return {"$keys" if kind is _KEYS else "$values": [inner(item, nxt + 1) for item in obj]}
     if kind is _ITEMS:
         return {"$items": [[inner(k, nxt + 2), inner(v, nxt + 2)] for k, v in obj]}
+    plain = _standard_plain(obj)
+    if plain is not _NOT_STANDARD:
+        return inner(plain, depth)
     if iterators and _is_iterator(obj):
         return {"$iter": [inner(item, nxt + 1) for item in _drained(obj)]}
     return inner(_numpy_scalar(obj), nxt)
