@@ -1,5 +1,6 @@
-"""Shared by tests/test_heldout9_*.py: load round 9's blind cases (tests/data/heldout9/*.json) and
-judge them through `/v1/groups` (tests/heldout8_support.py).
+"""Shared by tests/test_heldout9_*.py and tests/test_heldout10_*.py: load a round's blind cases
+(tests/data/heldout9/*.json, tests/data/heldout10/*.json) and judge them through `/v1/groups`
+(tests/heldout8_support.py).
 
 A case is `{"name", "task", "response", "expected", "note"?, "documented"?}`; `expected` is the blind
 label: one verdict, or a list of verdicts a careful grader could give (all of them without reward)
@@ -16,12 +17,12 @@ from typing import Any
 
 from tests.heldout8_support import verdicts_of
 
-DATA = Path(__file__).parent / "data" / "heldout9"
+DATA = Path(__file__).parent / "data"
 
 
-def load_cases(family: str) -> list[dict[str, Any]]:
-    """The family's cases as written blind, in file order."""
-    return json.loads((DATA / f"{family}.json").read_text(encoding="utf-8"))
+def load_cases(family: str, round_dir: str = "heldout9") -> list[dict[str, Any]]:
+    """The family's cases of one round as written blind, in file order."""
+    return json.loads((DATA / round_dir / f"{family}.json").read_text(encoding="utf-8"))
 
 
 def judge_cases(client: Any, verifier: str, cases: list[dict[str, Any]]) -> dict[str, dict]:

@@ -147,7 +147,8 @@ def test_encoder_refuses_subclasses_and_objects():
         def __eq__(self, other):
             return True
 
-    for bad in (Sneaky(1), object(), len, (x for x in [])):
+    # A generator crosses as a drained iterator since code 1.2.0 (tests/test_heldout10_code.py).
+    for bad in (Sneaky(1), object(), len, iter([Sneaky(1)])):
         with pytest.raises(values.Unencodable):
             values.encode(bad)
 

@@ -126,12 +126,13 @@ def _export(value: Any) -> dict[str, Any] | None:
         return {"kind": "module", "module": module} if type(module) is str else None
     if callable(value):
         return {"kind": "callable"}
-    return {"kind": "value", "value": _plain(value)}
+    # Never drained: the module's own generators stay unconsumed for its functions.
+    return {"kind": "value", "value": _plain(value, iterators=False)}
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, iterators: bool = True) -> Any:
     """values.encode, bounded in encoded size (Unencodable when over)."""
-    encoded = values.encode(value)
+    encoded = values.encode(value, iterators=iterators)
     if len(json.dumps(encoded, separators=(",", ":"))) > MAX_VALUE_BYTES:
         raise values.Unencodable(f"value larger than {MAX_VALUE_BYTES} bytes once encoded")
     return encoded

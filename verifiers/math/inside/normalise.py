@@ -175,6 +175,18 @@ _CONDITION = re.compile(r"(.+?),\s*([A-Za-z](?:_\{?\w+\}?)?\s*(?:<=|>=|!=|<|>|\\
 _RELATION_MARK = re.compile(r"<|>|!=|\\in\b")
 
 
+# A word before the value that says how exact it is ("about 12", "approximately 3.142", "exactly 12")
+# is no part of it, as `\approx` before a value is not (round 10: these were unknown words, so an honest
+# "<answer>approximately 3.142</answer>" got invalid_format); likewise "(approximately)" after it.
+_ADVERB_BEFORE = re.compile(r"^(?:approximately|approx\.?|about|around|roughly|circa|exactly|precisely|only|just)"
+                            r"\s+(?=[-+\d.\\($])", re.IGNORECASE)
+_ADVERB_AFTER = re.compile(r"\s*\(\s*(?:approximately|approx\.?|roughly|exactly)\s*\)\s*$", re.IGNORECASE)
+
+
+def _without_adverb(s: str) -> str:
+    return _ADVERB_AFTER.sub("", _ADVERB_BEFORE.sub("", s.strip()))
+
+
 def _without_qualifier(s: str) -> str:
     qualifier = _QUALIFIER.search(s)
     if qualifier and re.search(r"[\d=\\^]", s[:qualifier.start()]):
@@ -240,7 +252,7 @@ def _normalise(text: str) -> Normalised:
     s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", r"\\Reals", s)
     for pattern, repl in _RELATIONS:
         s = re.sub(pattern, repl, s)
-    s = _without_qualifier(s)
+    s = _without_qualifier(_without_adverb(s))
     # The value before an approximation counts ("1/3 \approx 0.33"), unless it is only a name ("x \approx 11").
     exact, *approx = re.split(r"\\approx|≈|\\sim(?![a-zA-Z])", s, maxsplit=1)
     s = exact if not approx or re.search(r"\d", exact) else approx[0]
