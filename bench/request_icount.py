@@ -139,7 +139,8 @@ def totals(out: Path, pid: int) -> dict[str, int]:
         total = re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", annotated)
         thread = re.search(r"^thread: (\d+)", head, re.M)
         count = int(total.group(1).replace(",", "")) if total else 0
-        print(f"  {dump.name}{f' thread {thread.group(1)}' if thread else ''} ({label.group(1)}): {count:,} Ir")
+        if count:  # --threads: the threads that ran nothing in the window are left out
+            print(f"  {dump.name}{f' thread {thread.group(1)}' if thread else ''} ({label.group(1)}): {count:,} Ir")
         found[label.group(1)] = found.get(label.group(1), 0) + count
     return found
 
