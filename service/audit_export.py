@@ -69,8 +69,12 @@ def _slow_line(r: Any) -> str:
 
 CHUNK_ROWS = 2000
 FIRST_SPAN = 4096
-SESSIONS = 2
-CHUNKS_AHEAD = 3
+# Three sessions on two cores: with two, each session waited on more than its CPU (the chunk's
+# transfer, page reads) and PostgreSQL used ~1.2-1.3 cores; a third fills those gaps
+# (docs/benchmarks.md, export10). One more chunk ahead keeps all three busy.
+SESSIONS = 3
+CHUNKS_AHEAD = 4
+LOCK_TIMEOUT_MS = 10_000
 _STOP = object()
 
 
@@ -105,23 +109,33 @@ def _session(conn: Connection, statement: Any, tasks: queue.Queue, stop: threadi
             future.set_exception(exc)
 
 
+def _hold_records(conn: Connection) -> None:
+    """Set up an export session: a generic plan, and every lock it needs taken now (LOCK TABLE
+    takes every partition). A session that first asked for a lock mid-export would queue behind
+    a DDL (an index build, an archive dropping a day) waiting on the other sessions' locks, which
+    wait on this export: a hang no deadlock check sees, with every read and write of records
+    queued behind that DDL. A lock wait here fails the export after LOCK_TIMEOUT_MS instead.
+    SET LOCAL: gone with the transaction, so the pooled connection goes back as it came."""
+    conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
+    conn.exec_driver_sql(f"LOCK TABLE {RecordRow.__tablename__} IN ACCESS SHARE MODE")
+
+
 @contextmanager
 def _snapshot_sessions(store: AuditStore) -> Iterator[tuple[list[Connection], int | None, int | None]]:
     """SESSIONS connections that all read one snapshot, taken now: the first opens a REPEATABLE
     READ transaction and exports its snapshot (pg_export_snapshot), the others import it (SET
     TRANSACTION SNAPSHOT, their first statement) while the first's transaction is open, which it
-    stays until the export ends. Also the lowest and highest seq in that snapshot. Each runs with
-    a generic plan (SET LOCAL: gone with the transaction, so the pooled connections go back as
-    they came)."""
+    stays until the export ends. Also the lowest and highest seq in that snapshot."""
     with ExitStack() as opened:
         conns = [opened.enter_context(store.engine.connect().execution_options(isolation_level="REPEATABLE READ"))
                  for _ in range(SESSIONS)]
+        _hold_records(conns[0])
         first, last = conns[0].execute(select(func.min(RecordRow.seq), func.max(RecordRow.seq))).one()
         snapshot = conns[0].exec_driver_sql("SELECT pg_export_snapshot()").scalar_one()
         for conn in conns[1:]:
             conn.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")  # an id PostgreSQL made: no quotes in it
-        for conn in conns:
-            conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+            _hold_records(conn)
         try:
             yield conns, first, last
         finally:
@@ -166,7 +180,7 @@ def _chunks_in_order(conns: list[Connection], statement: Any, first: int, last: 
             if full:
                 # The rows are denser than the span was sized for: the rest of this range and the
                 # ranges already asked after it are asked again at the new span (at most
-                # CHUNKS_AHEAD - 1 chunks read for nothing), so both sessions keep working.
+                # CHUNKS_AHEAD - 1 chunks read for nothing), so every session keeps working.
                 for _, _, later in pending:
                     later.cancel()
                 pending.clear()

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -73,3 +76,41 @@ def test_a_sqlite_export_is_the_records_as_of_its_start(tmp_path: Path, monkeypa
     got += list(chunks)
     assert len(stored(store)) > len(before)
     assert _ids(got) == before
+
+
+@pytest.mark.postgres
+def test_an_export_finishes_while_a_ddl_waits_on_it(database: str, monkeypatch):  # noqa: F811
+    """A DDL on records (here DROP INDEX) that arrives during an export waits for the export to
+    end; the export's sessions, one chunk at a time, go on reading (none queues behind the DDL)."""
+    monkeypatch.setattr(audit_export, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(audit_export, "CHUNKS_AHEAD", 1)  # one chunk at a time: any session may take the next
+    store = AuditStore(database)
+    fill(store, seed=9, n_groups=30)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE INDEX export_probe ON records (verdict, seq)")
+    expected = [r.id for r in stored(store)]
+    chunks = audit_export.export_lines(store, {})
+    got = [next(chunks)]
+    plain = database.replace("postgresql+psycopg://", "postgresql://")
+
+    def drop() -> None:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute("DROP INDEX export_probe")
+
+    ddl = threading.Thread(target=drop)
+    ddl.start()
+    with psycopg.connect(plain, autocommit=True) as conn:
+        for _ in range(100):  # until the DROP waits on the export's locks
+            if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                            "AND query LIKE 'DROP INDEX%'").fetchone()[0]:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the DROP INDEX never waited on the export")
+    reader = threading.Thread(target=lambda: got.extend(chunks))
+    reader.start()
+    reader.join(timeout=60)
+    assert not reader.is_alive(), "the export stalled behind the DDL"
+    assert _ids(got) == expected
+    ddl.join(timeout=60)
+    assert not ddl.is_alive()
