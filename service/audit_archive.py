@@ -42,7 +42,7 @@ import sqlalchemy as sa
 
 from service import audit_partitions, audit_rollups, labelled_records
 from service.audit_chain import GENESIS, archived_tips, row_hash
-from service.audit_export import export_line
+from service.record_line import export_line
 from service.store import AuditStore
 from service.tables import ArchiveRow, RecordRow
 

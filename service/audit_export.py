@@ -1,48 +1,44 @@
 """Streaming export of records as JSON Lines, at database speed (issue 27).
 
 Each line is what `record_out(row).model_dump_json()` gives (the API's RecordOut, fields in
-its order; the same JSON value, whitespace inside the stored JSON fields aside).
+its order; the same JSON value, whitespace inside the stored JSON fields aside). The fields
+and how each is written come from one place, service/record_line.py.
 
-- Postgres: the database builds each line (`LINE_SQL`: string concatenation, `to_json` for
-  the strings, the stored JSON columns as they are, `null` for a non-finite float as pydantic
-  writes it) and joins a chunk's lines into one text. SESSIONS sessions build chunks of
-  disjoint seq ranges at once, each reading only its ranges' rows; a chunk's span adapts to
-  how dense the matching rows are (about CHUNK_ROWS lines, never more). Chunks go out in seq
-  order; memory stays bounded by CHUNKS_AHEAD chunks whatever the export's size. Each chunk is
-  its own statement (read committed): a record committed during the export, below the highest
-  seq at its start, is in it if its range is read after the commit.
+An export holds the records as of its start, whatever is committed while it runs.
+
+- Postgres: the database builds each line (`LINE_SQL`) and joins a chunk's lines into one
+  text. SESSIONS sessions build chunks of disjoint seq ranges at once, each reading only its
+  ranges' rows, all in one snapshot (the first session's REPEATABLE READ transaction exports
+  it, the others import it). A chunk's span adapts to how dense the matching rows are (about
+  CHUNK_ROWS lines, never more). Chunks go out in seq order; memory stays bounded by
+  CHUNKS_AHEAD chunks whatever the export's size.
 - SQLite: lines built in Python from plain rows fetched a keyset page at a time (PAGE rows, by
-  `seq`), or through the pydantic model for a value the fast path does not know.
+  `seq`, up to the highest seq at the start), or through the pydantic model for a value the
+  fast path does not know.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import queue
 import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, literal, literal_column, select
+from sqlalchemy import Connection, bindparam, func, literal, literal_column, select
 
 from service.pipeline.results import record_out
+from service.record_line import COLUMNS, LINE_SQL, export_line
 from service.store import AuditStore
 from service.tables import RecordRow
 
 PAGE = 2000
 LINES_PER_CHUNK = 200
-_COLUMNS = [RecordRow.seq, RecordRow.id, RecordRow.created_at, RecordRow.request_id, RecordRow.caller_key_id,
-            RecordRow.task_id, RecordRow.task_hash, RecordRow.task_public, RecordRow.verifier,
-            RecordRow.verifier_version, RecordRow.response_hash, RecordRow.response, RecordRow.components,
-            RecordRow.reward, RecordRow.verdict, RecordRow.evidence, RecordRow.feedback, RecordRow.flags,
-            RecordRow.flag_evidence, RecordRow.sandbox_backend, RecordRow.usage, RecordRow.duration_ms,
-            RecordRow.group_id, RecordRow.group_index, RecordRow.tokens, RecordRow.finish_reason, RecordRow.masked,
-            RecordRow.eval_id, RecordRow.run_id, RecordRow.run_step]
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_COLUMNS = [RecordRow.__table__.c[name] for name in COLUMNS]
 
 
 def conditions(store: AuditStore, *, verifier: str | None = None, verdict: str | None = None,
@@ -66,85 +62,19 @@ def conditions(store: AuditStore, *, verifier: str | None = None, verdict: str |
     return where
 
 
-def _iso(moment: datetime) -> str:
-    """As pydantic writes a datetime: ISO 8601, `Z` for UTC."""
-    text = moment.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-
-def export_line(r: Any) -> str:
-    components = {name: {"value": float(c["value"]), "hard": bool(c["hard"])} for name, c in r.components.items()}
-    out = {
-        "id": r.id, "seq": r.seq, "created_at": _iso(r.created_at), "request_id": r.request_id,
-        "caller_key_id": r.caller_key_id, "task_id": r.task_id, "task_hash": r.task_hash, "task": r.task_public,
-        "verifier": r.verifier, "verifier_version": r.verifier_version, "response_hash": r.response_hash,
-        "response": r.response, "components": components, "reward": float(r.reward), "verdict": r.verdict,
-        "evidence": r.evidence, "feedback": r.feedback, "flags": r.flags or [], "flag_evidence": r.flag_evidence or {},
-        "sandbox_backend": r.sandbox_backend, "usage": r.usage, "duration_ms": float(r.duration_ms),
-        "group_id": r.group_id, "group_index": r.group_index, "tokens": r.tokens, "finish_reason": r.finish_reason,
-        "masked": bool(r.masked), "eval_id": r.eval_id,
-        "run": {"id": r.run_id, "step": r.run_step} if r.run_id is not None and r.run_step is not None else None,
-    }
-    return _dumps(out)
-
-
 def _slow_line(r: Any) -> str:
     row = RecordRow(**{c.key: getattr(r, c.key) for c in _COLUMNS})
     return record_out(row).model_dump_json()
 
 
-def _number(column: str) -> str:
-    """A float8 as JSON the way pydantic writes a float: `1.0` (not `1`), `-0.0`, `1e-05`,
-    `1e+20`, `null` if not finite. PostgreSQL writes the shortest exact digits as Python does,
-    in plain digits below 1e15, so a whole number there only lacks the `.0` (a numeric cast
-    made the number half a line's cost)."""
-    return (f"CASE WHEN abs({column}) >= 1e15 THEN CASE WHEN {column} IN ('NaN', 'Infinity', '-Infinity') "
-            f"THEN 'null' ELSE {column}::text END "
-            f"WHEN {column} = trunc({column}) THEN {column}::text || '.0' ELSE {column}::text END")
-
-
-def _nullable(expression: str) -> str:
-    return f"coalesce({expression}, 'null')"
-
-
-def _json_or(column: str, empty: str) -> str:
-    """A stored JSON column, `empty` for SQL NULL or JSON null (as `flags or []` does)."""
-    return f"CASE WHEN {column} IS NULL OR {column}::text = 'null' THEN '{empty}' ELSE {column}::text END"
-
-
-_R = "records"
-_ISO = (f"to_char({_R}.created_at AT TIME ZONE 'UTC', "
-        f"CASE WHEN mod(extract(microseconds FROM {_R}.created_at)::bigint, 1000000) = 0 "
-        f"THEN 'YYYY-MM-DD\"T\"HH24:MI:SS' ELSE 'YYYY-MM-DD\"T\"HH24:MI:SS.US' END)")
-_FIELDS = [
-    ("id", f"to_json({_R}.id)::text"), ("seq", f"{_R}.seq::text"), ("created_at", f"'\"' || {_ISO} || 'Z\"'"),
-    ("request_id", _nullable(f"to_json({_R}.request_id)::text")),
-    ("caller_key_id", _nullable(f"to_json({_R}.caller_key_id)::text")),
-    ("task_id", _nullable(f"to_json({_R}.task_id)::text")), ("task_hash", f"to_json({_R}.task_hash)::text"),
-    ("task", _nullable(f"{_R}.task_public::text")), ("verifier", f"to_json({_R}.verifier)::text"),
-    ("verifier_version", f"to_json({_R}.verifier_version)::text"),
-    ("response_hash", f"to_json({_R}.response_hash)::text"), ("response", _nullable(f"to_json({_R}.response)::text")),
-    ("components", f"{_R}.components::text"), ("reward", _number(f"{_R}.reward")),
-    ("verdict", f"to_json({_R}.verdict)::text"), ("evidence", f"{_R}.evidence::text"),
-    ("feedback", _nullable(f"{_R}.feedback::text")), ("flags", _json_or(f"{_R}.flags", "[]")),
-    ("flag_evidence", _json_or(f"{_R}.flag_evidence", "{}")),
-    ("sandbox_backend", f"to_json({_R}.sandbox_backend)::text"), ("usage", _nullable(f"{_R}.usage::text")),
-    ("duration_ms", _number(f"{_R}.duration_ms")), ("group_id", _nullable(f"to_json({_R}.group_id)::text")),
-    ("group_index", _nullable(f"{_R}.group_index::text")), ("tokens", _nullable(f"{_R}.tokens::text")),
-    ("finish_reason", _nullable(f"to_json({_R}.finish_reason)::text")),
-    ("masked", f"CASE WHEN {_R}.masked THEN 'true' ELSE 'false' END"),
-    ("eval_id", _nullable(f"to_json({_R}.eval_id)::text")),
-    ("run", f"CASE WHEN {_R}.run_id IS NOT NULL AND {_R}.run_step IS NOT NULL THEN '{{\"id\":' || "
-            f"to_json({_R}.run_id)::text || ',\"step\":' || {_R}.run_step::text || '}}' ELSE 'null' END"),
-]
-# The whole line (a non-finite float is written `null`, as pydantic writes it). One concat()
-# copies each piece once; a chain of || copies the growing line at each step (a third slower).
-LINE_SQL = ("concat(" + ", ".join(f"'{'{' if i == 0 else ','}\"{name}\":', {sql}"
-                                  for i, (name, sql) in enumerate(_FIELDS)) + ", '}')")
 CHUNK_ROWS = 2000
 FIRST_SPAN = 4096
-SESSIONS = 2
-CHUNKS_AHEAD = 3
+# Three sessions on two cores: with two, each session waited on more than its CPU (the chunk's
+# transfer, page reads) and PostgreSQL used ~1.2-1.3 cores; a third fills those gaps
+# (docs/benchmarks.md, export10). One more chunk ahead keeps all three busy.
+SESSIONS = 3
+CHUNKS_AHEAD = 4
+LOCK_TIMEOUT_MS = 10_000
 _STOP = object()
 
 
@@ -162,34 +92,55 @@ def _chunk_sql(where: list[Any]) -> Any:
                   func.string_agg(lines.c.line, literal("\n")).label("text"))
 
 
-def _session(store: AuditStore, statement: Any, tasks: queue.Queue, stop: threading.Event) -> None:
+def _session(conn: Connection, statement: Any, tasks: queue.Queue, stop: threading.Event) -> None:
     """One database session: takes (lo, hi, rows, future) chunks off `tasks` until told to stop.
-    It keeps its connection for the whole export, so the chunk statement is prepared once and
+    Its connection is held for the whole export, so the chunk statement is prepared once and
     its generic plan reused (planning over every day's partition costs more than a chunk)."""
-    try:
-        with store.engine.connect() as conn:
-            # SET LOCAL: gone when the transaction ends, so the pooled connection goes back as it came.
-            conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
-            while not stop.is_set():
-                task = tasks.get()
-                if task is _STOP:
-                    return
-                lo, hi, rows, future = task
-                if not future.set_running_or_notify_cancel():
-                    continue
-                try:
-                    future.set_result(conn.execute(statement, {"lo": lo, "hi": hi, "rows": rows}).one())
-                except Exception as exc:  # the reader re-raises it: the export fails loudly, never short
-                    future.set_exception(exc)
-            conn.rollback()
-    except Exception as exc:  # no connection: every chunk still waiting fails with it
-        while True:
-            try:
-                task = tasks.get_nowait()
-            except queue.Empty:
-                return
-            if task is not _STOP and task[3].set_running_or_notify_cancel():
-                task[3].set_exception(exc)
+    while not stop.is_set():
+        task = tasks.get()
+        if task is _STOP:
+            return
+        lo, hi, rows, future = task
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            future.set_result(conn.execute(statement, {"lo": lo, "hi": hi, "rows": rows}).one())
+        except Exception as exc:  # the reader re-raises it: the export fails loudly, never short
+            future.set_exception(exc)
+
+
+def _hold_records(conn: Connection) -> None:
+    """Set up an export session: a generic plan, and every lock it needs taken now (LOCK TABLE
+    takes every partition). A session that first asked for a lock mid-export would queue behind
+    a DDL (an index build, an archive dropping a day) waiting on the other sessions' locks, which
+    wait on this export: a hang no deadlock check sees, with every read and write of records
+    queued behind that DDL. A lock wait here fails the export after LOCK_TIMEOUT_MS instead.
+    SET LOCAL: gone with the transaction, so the pooled connection goes back as it came."""
+    conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
+    conn.exec_driver_sql(f"LOCK TABLE {RecordRow.__tablename__} IN ACCESS SHARE MODE")
+
+
+@contextmanager
+def _snapshot_sessions(store: AuditStore) -> Iterator[tuple[list[Connection], int | None, int | None]]:
+    """SESSIONS connections that all read one snapshot, taken now: the first opens a REPEATABLE
+    READ transaction and exports its snapshot (pg_export_snapshot), the others import it (SET
+    TRANSACTION SNAPSHOT, their first statement) while the first's transaction is open, which it
+    stays until the export ends. Also the lowest and highest seq in that snapshot."""
+    with ExitStack() as opened:
+        conns = [opened.enter_context(store.engine.connect().execution_options(isolation_level="REPEATABLE READ"))
+                 for _ in range(SESSIONS)]
+        _hold_records(conns[0])
+        first, last = conns[0].execute(select(func.min(RecordRow.seq), func.max(RecordRow.seq))).one()
+        snapshot = conns[0].exec_driver_sql("SELECT pg_export_snapshot()").scalar_one()
+        for conn in conns[1:]:
+            conn.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")  # an id PostgreSQL made: no quotes in it
+            _hold_records(conn)
+        try:
+            yield conns, first, last
+        finally:
+            for conn in conns:
+                conn.rollback()
 
 
 def _lines_in_sql(store: AuditStore, where: list[Any]) -> Iterator[str]:
@@ -197,16 +148,19 @@ def _lines_in_sql(store: AuditStore, where: list[Any]) -> Iterator[str]:
     # SESSIONS sessions build chunks of disjoint seq ranges at once (each reads only the rows
     # of its ranges), the database joins each chunk's lines into one text, and chunks are
     # handed back in seq order. A chunk's span adapts to how dense the matching rows are, so a
-    # chunk holds about CHUNK_ROWS lines; memory stays bounded by CHUNKS_AHEAD chunks.
-    with store.db() as s:
-        first, last = s.execute(select(func.min(RecordRow.seq), func.max(RecordRow.seq))).one()
-    if first is None:
-        return
-    statement = _chunk_sql(where)
+    # chunk holds about CHUNK_ROWS lines; memory stays bounded by CHUNKS_AHEAD chunks. All the
+    # sessions read one snapshot, taken when the export starts.
+    with _snapshot_sessions(store) as (conns, first, last):
+        if first is None:
+            return
+        yield from _chunks_in_order(conns, _chunk_sql(where), first, last)
+
+
+def _chunks_in_order(conns: list[Connection], statement: Any, first: int, last: int) -> Iterator[str]:
     tasks: queue.Queue = queue.Queue()
     stop = threading.Event()
-    sessions = [threading.Thread(target=_session, args=(store, statement, tasks, stop), daemon=True,
-                                 name=f"assay-export-{n}") for n in range(SESSIONS)]
+    sessions = [threading.Thread(target=_session, args=(conn, statement, tasks, stop), daemon=True,
+                                 name=f"assay-export-{n}") for n, conn in enumerate(conns)]
     for session in sessions:
         session.start()
     pending: deque[tuple[int, int, Future]] = deque()  # asked, contiguous, in seq order, up to next_lo
@@ -226,7 +180,7 @@ def _lines_in_sql(store: AuditStore, where: list[Any]) -> Iterator[str]:
             if full:
                 # The rows are denser than the span was sized for: the rest of this range and the
                 # ranges already asked after it are asked again at the new span (at most
-                # CHUNKS_AHEAD - 1 chunks read for nothing), so both sessions keep working.
+                # CHUNKS_AHEAD - 1 chunks read for nothing), so every session keeps working.
                 for _, _, later in pending:
                     later.cancel()
                 pending.clear()
@@ -247,6 +201,13 @@ def export_lines(store: AuditStore, filters: dict[str, Any]) -> Iterator[str]:
     if store.engine.dialect.name == "postgresql":
         yield from _lines_in_sql(store, where)
         return
+    # The records as of now: SQLite has one writer at a time and records are never deleted
+    # there, so a record committed from now on has a seq above the highest one now.
+    with store.db() as s:
+        last = s.execute(select(func.max(RecordRow.seq))).scalar()
+    if last is None:
+        return
+    where.append(RecordRow.seq <= last)
     after: int | None = None
     while True:
         stmt = select(*_COLUMNS).where(*where)

@@ -315,7 +315,7 @@ def test_an_export_the_client_leaves_stops_its_sessions(database: str, monkeypat
     chunks = audit_export.export_lines(store, {})
     first = next(chunks)
     assert first.count("\n") == 5
-    assert store.engine.pool.checkedout() == held + 2  # the export's two sessions
+    assert store.engine.pool.checkedout() == held + audit_export.SESSIONS  # the export's sessions
     chunks.close()
     assert store.engine.pool.checkedout() == held
     assert not [t for t in threading.enumerate() if t.name.startswith("assay-export-")]
