@@ -20,6 +20,8 @@ from tests.test_audit_scale import FLAGS, fill, stored, url  # noqa: F401  (url:
 # The records page's filters that the flagged indexes carry since 0021 (0014's held the key only).
 EXTRAS = ({"key": "key1"}, {"run": "run-a"}, {"task": "math/1"}, {"key": "key0", "run": "run-a"},
           {"verdict": "correct", "key": "key0"}, {"run": "no-such-run"})
+# The statement that picks a flag page's keys (then its rows are read by key).
+KEYS_STATEMENT = re.compile(r"SELECT records\.seq, records\.created_at\s+FROM")
 
 
 def _every_page(store: AuditStore, f: RecordFilter, limit: int) -> list[str]:
@@ -76,10 +78,10 @@ def test_a_flag_page_by_reward_or_latency_reads_its_keys_from_an_index_in_order(
     sa.event.listen(store.engine, "before_cursor_execute", keep)
     try:
         for sort in ("reward_desc", "reward_asc", "slowest", "fastest"):
-            for extra in ({"key": "key1"}, {"run": "run-a"}, {"key": "key1", "run": "run-a"}, {"run": "run-a", "task": "math/1"}):
+            for extra in EXTRAS[:4]:
                 statements.clear()
                 record_page(store, RecordFilter(flag=FLAGS[0], sort=sort, **extra), None)
-                keys = [(s, p) for s, p in statements if re.match(r"SELECT records\.seq, records\.created_at\s+FROM", s)]
+                keys = [(s, p) for s, p in statements if KEYS_STATEMENT.match(s)]
                 assert len(keys) == 1, statements
                 with store.engine.connect() as conn:
                     for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
