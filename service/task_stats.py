@@ -169,7 +169,7 @@ SELECT task_hash, tid, NULL AS verifier, 0, 0, 0.0, 0, 0, {_bigint("sum(1 - part
        {_bigint("sum(zv_all - zv_parts)")}, NULL AS first_seq
 FROM (
   SELECT task_hash, tid, count(*) AS parts, sum({zero}) AS zv_parts,
-         CASE WHEN sum(judged) < 2 OR max(cmax) - min(cmin) <= {span} THEN 1 ELSE 0 END AS zv_all
+         CASE WHEN {_bigint("sum(judged)")} < 2 OR max(cmax) - min(cmin) <= {span} THEN 1 ELSE 0 END AS zv_all
   FROM ({" UNION ALL ".join(pieces)}) p
   GROUP BY group_id, caller, task_hash, tid HAVING count(*) > 1
 ) c GROUP BY task_hash, tid"""
