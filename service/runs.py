@@ -324,12 +324,11 @@ def held_out(store: AuditStore, run_id: str,
     key = (str(store.engine.url), run_id)
     found = cache.get(key).get(mark) if cache is not None else None
     if found is None:
-        stored = _stored_held_out(store, run_id, mark) if cache is not None and mark[0] else None
-        if stored is None:
-            stored = _held_out_rows(store, cond)
+        found = _stored_held_out(store, run_id, mark) if cache is not None and mark[0] else None
+        if found is None:
+            found = _held_out_figures(*_held_out_rows(store, cond))
             if cache is not None and mark[0]:
-                _store_held_out(store, run_id, mark, stored)
-        found = _held_out_figures(*stored)
+                _store_held_out(store, run_id, mark, found)
         if cache is not None:
             cache.put(key, {mark: found})
     points, tasks = found
@@ -340,32 +339,44 @@ def held_out(store: AuditStore, run_id: str,
             if p.eval_id in meta else p for p in points], tasks
 
 
-# The version of what `_held_out_rows` stores in run_held_out_figures (revision 0019): raise it
-# when those rows' definition changes, so that rows stored by an older version are computed again.
-HELD_OUT_VERSION = 1
+# The version of what `_store_held_out` stores in run_held_out_figures (revision 0019): raise it
+# when its definition changes, so that what an older version stored is computed again.
+# 1: the rows of `_held_out_rows`. 2: the figures those rows give (`_held_out_figures`: the points
+# and each evaluation's per-task counts), so that a fresh process does not compute maj@k again
+# (~0.3-0.9 s of Python a run at 10M records under load; audit10, round 10).
+HELD_OUT_VERSION = 2
 HeldOutRows = tuple[list[tuple], dict[str, int]]
+HeldOutFigures = tuple[list[HeldOut], dict[str, HeldOutTasks]]
 
 
-def _stored_held_out(store: AuditStore, run_id: str, mark: tuple) -> HeldOutRows | None:
-    """The run's held-out rows as stored by whichever process computed them at this mark (the
-    run's held-out records and their highest seq), else None."""
+def _stored_held_out(store: AuditStore, run_id: str, mark: tuple) -> HeldOutFigures | None:
+    """The run's held-out figures as stored by whichever process computed them at this mark (the
+    run's held-out records and their highest seq), else None. Their tasks carry the counts only:
+    the votes went into the stored maj@k."""
     h = RunHeldOutFiguresRow
     with store.db() as s:
         row = s.execute(select(h.figures).where(h.run_id == run_id, h.records == mark[0], h.last_seq == mark[1],
                                                 h.version == HELD_OUT_VERSION)).scalar_one_or_none()
     if row is None:
         return None
-    saved = json.loads(row)
-    return [tuple(r) for r in saved["rows"]], saved["totals"]
+    saved = json.loads(row)  # JSON keeps the dicts' order and each float's exact value
+    tasks: dict[str, HeldOutTasks] = {}
+    for eval_id, counts in saved["counts"].items():
+        tasks[eval_id] = HeldOutTasks()
+        tasks[eval_id].counts = counts
+    return [HeldOut.model_validate(p) for p in saved["points"]], tasks
 
 
-def _store_held_out(store: AuditStore, run_id: str, mark: tuple, rows: HeldOutRows) -> None:
-    """Keep the run's held-out rows for every process (an upsert: two readers storing at once
-    store the same rows, or rows of two marks of which a reader takes only its own). A failure
-    is logged; the read answers."""
+def _store_held_out(store: AuditStore, run_id: str, mark: tuple, figures: HeldOutFigures) -> None:
+    """Keep the run's held-out figures for every process (an upsert: two readers storing at once
+    store the same figures, or figures of two marks of which a reader takes only its own). A
+    failure is logged; the read answers."""
     insert = postgresql_insert if store.engine.dialect.name == "postgresql" else sqlite_insert
+    points, tasks = figures
+    saved = {"points": [p.model_dump(mode="json") for p in points],
+             "counts": {eval_id: entry.counts for eval_id, entry in tasks.items()}}
     values = {"run_id": run_id, "records": int(mark[0]), "last_seq": int(mark[1]), "version": HELD_OUT_VERSION,
-              "figures": json.dumps({"rows": [list(r) for r in rows[0]], "totals": rows[1]})}
+              "figures": json.dumps(saved)}
     stmt = insert(RunHeldOutFiguresRow).values([values])
     stmt = stmt.on_conflict_do_update(index_elements=["run_id"], set_={
         name: stmt.excluded[name] for name in ("records", "last_seq", "version", "figures")})

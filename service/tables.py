@@ -57,6 +57,15 @@ FLAGGED = "json_array_length(flags) > 0"
 # page filters or sorts by (revision 0020; 0014 held the first three).
 EVAL_INCLUDED = ("created_at", "duration_ms", "reward", "verifier", "verdict", "caller_key_id", "flags", "task_id",
                  "task_hash", "group_id", "run_id", "run_step")
+# What the flagged records' indexes hold besides their keys (revision 0021; 0014's held the first
+# seven): every column a records page filters or sorts by, less each index's own key columns.
+FLAGGED_INCLUDED = ("verifier", "verdict", "caller_key_id", "created_at", "duration_ms", "reward", "flags", "task_id",
+                    "task_hash", "group_id", "eval_id", "run_id", "run_step")
+
+
+def flagged_included(*keys: str) -> list[str]:
+    """FLAGGED_INCLUDED less an index's key columns (a column is either a key or included)."""
+    return [c for c in FLAGGED_INCLUDED if c not in keys]
 
 
 def _now() -> datetime:
@@ -92,9 +101,15 @@ class RecordRow(Chained, Base):
         Index("ix_records_verifier_reward_seq", "verifier", "reward", "seq"),
         # Flagged records only (revision 0014): a flag filter repeats this predicate
         # (AuditStore.has_flag), so it walks the few flagged records, from the index alone.
+        # Revision 0021: it holds every column a records page filters by, and two more walk the
+        # flagged records by reward and by latency, so a flag filter with a key, run, task or group
+        # filter, in any sort, reads its page's keys from an index alone and stops at the page.
         Index("ix_records_flagged_seq", "seq", postgresql_where=text(FLAGGED), sqlite_where=text(FLAGGED),
-              postgresql_include=["verifier", "verdict", "caller_key_id", "created_at", "duration_ms", "reward",
-                                  "flags"]),
+              postgresql_include=flagged_included("seq")),
+        Index("ix_records_flagged_reward_seq", "reward", "seq", postgresql_where=text(FLAGGED),
+              sqlite_where=text(FLAGGED), postgresql_include=flagged_included("reward", "seq")),
+        Index("ix_records_flagged_duration_seq", "duration_ms", "seq", postgresql_where=text(FLAGGED),
+              sqlite_where=text(FLAGGED), postgresql_include=flagged_included("duration_ms", "seq")),
         # Records of evaluation runs (revision 0014): an eval page's keys from this index alone,
         # with any other filter of the records page (its columns included by revision 0020).
         Index("ix_records_eval_seq", "eval_id", "seq", postgresql_where=text("eval_id IS NOT NULL"),

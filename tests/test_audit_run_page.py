@@ -241,3 +241,59 @@ def test_run_page_is_the_records_in_a_fresh_server_and_after_writes(url: str, tm
     finally:
         server.stop()
         store.close()
+
+
+@pytest.mark.slow
+def test_a_fresh_server_shows_a_runs_held_out_figures_as_stored_until_its_held_out_records_change(
+        url: str, tmp_path: Path) -> None:
+    """Since round 10 (audit10) `run_held_out_figures` holds a run's held-out figures (points and
+    per-task counts), not the rows they are computed from: a fresh process shows what is stored
+    for the run's current held-out records (maj@k over every subset of each task's votes was
+    ~0.3-0.9 s of Python a run at 10M records), and computes them again once a held-out record is
+    added. Shown by altering the stored figures: a fresh server shows the altered value; after a new
+    held-out record, the records' figures again."""
+    rng = random.Random(5309)
+    store = AuditStore(url)
+    if url.startswith("postgresql"):
+        from service import audit_partitions
+
+        with store.engine.begin() as conn:
+            audit_partitions.create_partitions(conn, [(DAY0 + timedelta(days=d)).date() for d in range(3)])
+    at = _write(store, rng, "hs-a", [0, 1, 2], DAY0)
+    at = _write(store, rng, "hs-a", [1, 2], at, held_out_only=True)
+    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": url, "ASSAY_ALARM_CHECK_INTERVAL_S": "3600"})
+
+    def points() -> list[dict]:
+        with server.client() as c:
+            got = c.get("/v1/runs/hs-a")
+        assert got.status_code == 200, got.text
+        return got.json()["held_out"]
+
+    def stored_figures() -> dict:
+        with store.db() as s:
+            return json.loads(s.execute(sa.text("SELECT figures FROM run_held_out_figures WHERE run_id = 'hs-a'"))
+                              .scalar_one())
+
+    try:
+        computed = points()
+        assert len(computed) == 2
+        saved = stored_figures()
+        assert [{k: v for k, v in p.items() if k not in ("name", "checkpoint")} for p in saved["points"]] == \
+            [{k: v for k, v in p.items() if k not in ("name", "checkpoint")} for p in computed]
+        assert sorted(saved["counts"]) == sorted(p["eval_id"] for p in computed)
+        saved["points"][0]["maj_at_k"]["1"] = 0.123456
+        with store.db() as s:
+            s.execute(sa.text("UPDATE run_held_out_figures SET figures = :f WHERE run_id = 'hs-a'"),
+                      {"f": json.dumps(saved)})
+            s.commit()
+        server.restart()
+        shown = points()
+        assert shown[0]["maj_at_k"]["1"] == 0.123456
+        assert shown[1:] == computed[1:]
+        _write(store, rng, "hs-a", [3], at + timedelta(hours=1), held_out_only=True)
+        server.restart()
+        again = points()
+        assert again[:2] == computed and len(again) == 3
+    finally:
+        server.stop()
+        store.close()
