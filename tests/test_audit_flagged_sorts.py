@@ -15,23 +15,13 @@ import sqlalchemy as sa
 from service.store import AuditStore
 from service.ui.queries import SORTS, RecordFilter, record_page
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
-from tests.test_audit_scale import FLAGS, fill, stored, url  # noqa: F401  (url: fixture)
+from tests.test_audit_scale import FLAGS, every_page, fill, stored, url  # noqa: F401  (url: fixture)
 
 # The records page's filters that the flagged indexes carry since 0021 (0014's held the key only).
 EXTRAS = ({"key": "key1"}, {"run": "run-a"}, {"task": "math/1"}, {"key": "key0", "run": "run-a"},
           {"verdict": "correct", "key": "key0"}, {"run": "no-such-run"})
 # The statement that picks a flag page's keys (then its rows are read by key).
 KEYS_STATEMENT = re.compile(r"SELECT records\.seq, records\.created_at\s+FROM")
-
-
-def _every_page(store: AuditStore, f: RecordFilter, limit: int) -> list[str]:
-    found, after = [], None
-    while True:
-        page = record_page(store, f, after, limit=limit)
-        found += [row["id"] for row in page.rows]
-        if page.next_cursor is None:
-            return found
-        after = page.next_cursor
 
 
 def test_flag_pages_with_key_run_task_or_group_are_the_records_filtered_by_hand(url: str):  # noqa: F811
@@ -53,7 +43,7 @@ def test_flag_pages_with_key_run_task_or_group_are_the_records_filtered_by_hand(
         for extra in (*EXTRAS, {"group": group}):
             for sort in SORTS:
                 f = RecordFilter(flag=flag, sort=sort, **extra)
-                found = _every_page(store, f, limit=4)
+                found = every_page(store, f, limit=4)
                 assert found == wanted(f), (flag, extra, sort)
                 checked += bool(found)
     assert checked > 60  # most combinations found records

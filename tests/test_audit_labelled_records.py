@@ -24,7 +24,7 @@ from service.tables import LabelledRecordRow, LabelRow
 from service.ui.queries import SORTS, BadCursor, RecordFilter, record_page
 from tests.conftest import REPO
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
-from tests.test_audit_scale import NOW, _rows, fill, stored, url  # noqa: F401  (url: a fixture)
+from tests.test_audit_scale import NOW, _rows, every_page, fill, stored, url  # noqa: F401  (url: a fixture)
 
 
 def _label(store: AuditStore, record_id: str, label: str) -> None:
@@ -39,16 +39,6 @@ def _latest(store: AuditStore) -> dict[str, str]:
 def _utc(moment: datetime) -> datetime:
     """SQLite gives back naive UTC times."""
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _every_page(store: AuditStore, f: RecordFilter, limit: int) -> list[str]:
-    found, after = [], None
-    while True:
-        page = record_page(store, f, after, limit=limit)
-        found += [row["id"] for row in page.rows]
-        if page.next_cursor is None:
-            return found
-        after = page.next_cursor
 
 
 def test_label_pages_and_review_counts_are_the_stored_labels(url: str):  # noqa: F811
@@ -98,12 +88,12 @@ def test_label_pages_and_review_counts_are_the_stored_labels(url: str):  # noqa:
         for extra in extras:
             for sort in SORTS:
                 f = RecordFilter(label=label, sort=sort, **extra)
-                found = _every_page(store, f, limit=6)
+                found = every_page(store, f, limit=6)
                 assert found == wanted(f), (label, extra, sort)
                 found_any += bool(found)
     assert found_any > 60
-    assert relabelled.id in _every_page(store, RecordFilter(label="agree"), 50)
-    assert relabelled.id not in _every_page(store, RecordFilter(label="exploit"), 50)
+    assert relabelled.id in every_page(store, RecordFilter(label="agree"), 50)
+    assert relabelled.id not in every_page(store, RecordFilter(label="exploit"), 50)
 
     # Hostile: a cursor of another sort; then the honest one.
     first = record_page(store, RecordFilter(label="any", sort="reward_desc"), None, limit=5)
@@ -138,7 +128,7 @@ def test_archiving_a_day_forgets_its_labelled_records(database: str, tmp_path): 
     new = [r for r in rows if r not in old]
     for r in old[:5] + new[:5]:
         _label(store, r.id, "exploit")
-    assert len(_every_page(store, RecordFilter(label="exploit"), 50)) == 10
+    assert len(every_page(store, RecordFilter(label="exploit"), 50)) == 10
     out = subprocess.run([sys.executable, "-m", "service.cli", "audit", "archive", "--before",
                           str(NOW.date() - timedelta(days=1)), "--out", str(tmp_path / "archive")], cwd=REPO,
                          capture_output=True, text=True, timeout=300,
@@ -148,7 +138,7 @@ def test_archiving_a_day_forgets_its_labelled_records(database: str, tmp_path): 
         kept = set(s.scalars(sa.select(LabelledRecordRow.record_id)))
         labels = s.scalar(sa.select(sa.func.count()).select_from(LabelRow))
     assert kept == {r.id for r in new[:5]} and labels == 10
-    assert _every_page(store, RecordFilter(label="exploit", sort="oldest"), 3) == [r.id for r in new[:5]]
+    assert every_page(store, RecordFilter(label="exploit", sort="oldest"), 3) == [r.id for r in new[:5]]
     # The review queue never offers a labelled record (the rollups, and so its strata sizes, keep
     # counting archived records by design: docs/operations.md).
     picked, _ = review_queue(store, None, None, 30, seed=3)

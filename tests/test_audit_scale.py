@@ -31,7 +31,7 @@ from service.signing import Signer
 from service.store import AuditStore
 from service.tables import LabelRow, RecordRow, TaskBlobRow
 from service.task_stats import raw_correctness, task_stats
-from service.ui.queries import OverviewFilter, overview
+from service.ui.queries import OverviewFilter, RecordFilter, overview, record_page
 from tests.conftest import REPO
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 
@@ -150,6 +150,17 @@ def assert_task_stats(found: list, expected: dict[tuple, dict]) -> None:
         assert stat.groups == len(zero), stat
         assert stat.zero_variance_share == pytest.approx(sum(zero) / len(zero) if zero else None)
         assert stat.mean_tokens == pytest.approx(sum(t["tokens"]) / len(t["tokens"]) if t["tokens"] else None)
+
+
+def every_page(store: AuditStore, f: RecordFilter, limit: int) -> list[str]:
+    """The ids of every page of `f`, following the viewer's keyset cursor."""
+    found, after = [], None
+    while True:
+        page = record_page(store, f, after, limit=limit)
+        found += [row["id"] for row in page.rows]
+        if page.next_cursor is None:
+            return found
+        after = page.next_cursor
 
 
 def test_rollups_answer_as_the_records_do(url: str):
@@ -459,7 +470,7 @@ def test_flag_and_label_pages_are_the_records_filtered_by_hand(url: str):
     every flag (and one nobody carries) alone and with a verifier, verdict or label, in every
     sort, paged by the viewer's keyset cursor and by the API's `after`, is exactly the stored
     records filtered and sorted here; a label superseded by a later one counts as the later."""
-    from service.ui.queries import SORTS, RecordFilter, record_page
+    from service.ui.queries import SORTS
 
     store = AuditStore(url)
     written = fill(store, seed=19, n_groups=90)
@@ -487,23 +498,13 @@ def test_flag_and_label_pages_are_the_records_filtered_by_hand(url: str):
         keep.sort(key=lambda r: (getattr(r, column.key), r.seq), reverse=descending)
         return [r.id for r in keep]
 
-    def every_page(f: RecordFilter, limit: int) -> list[str]:
-        """The ids of every page of `f`, following the viewer's keyset cursor."""
-        found, after = [], None
-        while True:
-            page = record_page(store, f, after, limit=limit)
-            found += [row["id"] for row in page.rows]
-            if page.next_cursor is None:
-                return found
-            after = page.next_cursor
-
     checked = 0
     for flag in (*FLAGS, "no_such_flag"):
         for extra in ({}, {"verifier": "code"}, {"verdict": "correct"}, {"label": "exploit"}, {"label": "agree"},
                       {"label": "any"}, {"label": "none"}, {"verifier": "no_such_verifier"}):
             for sort in SORTS:
                 f = RecordFilter(flag=flag, sort=sort, **extra)
-                found = every_page(f, limit=7)
+                found = every_page(store, f, limit=7)
                 assert found == wanted(f), (flag, extra, sort)
                 checked += bool(found)
         for verifier in (None, "math"):
@@ -516,7 +517,7 @@ def test_flag_and_label_pages_are_the_records_filtered_by_hand(url: str):
                   {"eval": "no-such-eval"}):
         for sort in SORTS:
             f = RecordFilter(sort=sort, **extra)
-            found = every_page(f, limit=9)
+            found = every_page(store, f, limit=9)
             assert found == wanted(f), (extra, sort)
             checked += bool(found)
     assert checked > 80  # most combinations found records
