@@ -228,3 +228,36 @@ def test_warm_worker_outlives_the_thread_that_started_it():
         assert _live_children() - before == workers
     finally:
         sandbox.close()
+
+
+@pytest.fixture
+def cpu_hogs():
+    """Three busy processes per CPU, each in its own session (so its own scheduler group,
+    as every sandboxed job is): a machine busy with other people's jobs."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(3 * len(os.sched_getaffinity(0)))]
+    time.sleep(0.3)
+    yield
+    for hog in hogs:
+        hog.kill()
+        hog.wait()
+
+
+# Spends this much CPU time (its own, not the clock's), then says so.
+NEEDS_HALF_A_CPU_SECOND = "import time\nwhile time.process_time() < 0.5: pass\nprint('done')"
+
+
+def test_a_job_starved_by_its_neighbours_gets_its_wall_clock_back(box, cpu_hogs):
+    # Half a CPU second under a one-second wall clock: alone it takes ~0.5 s; sharing the
+    # CPUs with three busy neighbours a core it waits ~1 s more for a CPU. That wait is the
+    # neighbours' doing, not the job's: it must not turn the job into a timeout.
+    result = box.run(py(NEEDS_HALF_A_CPU_SECOND, wall_s=1, cpu_s=5))
+    assert (result.killed_by, result.stdout) == (None, b"done\n"), result.summary()
+    assert result.wall_s > 1.0  # it really was starved: it needed its credit
+
+
+def test_sleeping_is_not_starvation(box, cpu_hogs):
+    # A job that sleeps is not waiting for a CPU: the wall clock stops it on time, busy
+    # neighbours or not.
+    result = box.run(py("import time\ntime.sleep(30)", wall_s=1))
+    assert result.killed_by == "timeout" and result.wall_s < 1.5, result.summary()
