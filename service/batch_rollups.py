@@ -80,13 +80,17 @@ def defer_new_rows(conn: Connection, inserted: int) -> int:
     transaction). Returns how many records the rollups lag by when this transaction commits."""
     if not inserted:
         return 0
-    execute = conn.exec_driver_sql
-    top = execute("SELECT max(seq) FROM records").scalar_one()
-    mark = execute("PRAGMA user_version").scalar_one() or top - inserted + 1
+    # On the DBAPI connection, in the same transaction: three statements a commit through
+    # SQLAlchemy's execution context were ~45% of the writer's insert (perf10).
+    execute = conn.connection.dbapi_connection.execute  # type: ignore[union-attr]
+    top = execute("SELECT max(seq) FROM records").fetchone()[0]
+    marked = execute("PRAGMA user_version").fetchone()[0]
+    mark = marked or top - inserted + 1
     if top - mark + 1 >= CATCH_UP_ROWS or top >= _MARK_LIMIT:
         _add_from_mark(execute, mark)
         return 0
-    execute(f"PRAGMA user_version = {int(mark)}")
+    if not marked:  # written only when it changes: each write puts the header page in the commit
+        execute(f"PRAGMA user_version = {int(mark)}")
     return top - mark + 1
 
 
