@@ -23,6 +23,11 @@ Shapes (every JSON object is a tag, so plain JSON never collides with one):
                               generator or `range` answer to a test that iterates (`list(candidate(n))`)
                               was refused. Nothing of the iterator's own type crosses: the far side
                               gets a built-in list iterator, equal only to itself, as a generator is.
+  Fraction                 -> {"$fraction": [numerator, denominator]}
+  Decimal                  -> {"$decimal": its string} (the exponent kept: Decimal("2.50") stays 2.50)
+  deque                    -> {"$deque": [[...], maxlen]}
+                              Round 11: `return Fraction(1, 3)` was refused. Only the numbers
+                              and items cross; the far side builds its own value of the type.
   a standard container or enum member (Counter, OrderedDict, defaultdict, a namedtuple, an
   IntEnum member)          -> its plain built-in value (round 10: `return Counter(s)` was refused).
                               Copied with the built-in type's own method, so no method of the
@@ -32,9 +37,12 @@ Shapes (every JSON object is a tag, so plain JSON never collides with one):
 from __future__ import annotations
 
 import base64
+import decimal
 import enum
+import fractions
 import functools
 import math
+from collections import deque
 from typing import Any
 
 # Decimal ints beyond this many digits trip CPython's int/str conversion guard (4300).
@@ -46,6 +54,11 @@ MAX_DEPTH = 200
 MAX_ITER_ITEMS = 1_000_000
 
 _KEYS, _VALUES, _ITEMS = type({}.keys()), type({}.values()), type({}.items())
+# Taken when this module loads, before any candidate code runs in the process: code that
+# swaps `fractions.Fraction` for a rigged subclass does not change what is exact here.
+_FRACTION, _DECIMAL, _DEQUE = fractions.Fraction, decimal.Decimal, deque
+# Longer decimal strings are refused both ways (a guard like the int one above).
+_MAX_DECIMAL_CHARS = 4096
 
 
 class Unencodable(TypeError):
@@ -142,6 +155,15 @@ def encode(obj: Any, depth: int = 0, *, iterators: bool = True) -> Any:
         return {"$keys" if kind is _KEYS else "$values": [inner(item, nxt + 1) for item in obj]}
     if kind is _ITEMS:
         return {"$items": [[inner(k, nxt + 2), inner(v, nxt + 2)] for k, v in obj]}
+    if kind is _FRACTION:
+        return {"$fraction": [inner(obj.numerator, nxt + 1), inner(obj.denominator, nxt + 1)]}
+    if kind is _DECIMAL:
+        text = _DECIMAL.__str__(obj)
+        if len(text) > _MAX_DECIMAL_CHARS:
+            raise Unencodable(f"Decimal longer than {_MAX_DECIMAL_CHARS} characters")
+        return {"$decimal": text}
+    if kind is _DEQUE:
+        return {"$deque": [[inner(item, nxt + 2) for item in obj], obj.maxlen]}
     plain = _standard_plain(obj)
     if plain is not _NOT_STANDARD:
         return inner(plain, depth)
@@ -183,6 +205,8 @@ def decode(data: Any, depth: int = 0) -> Any:
         return base64.b64decode(body, validate=True)
     if tag == "$bytearray":
         return bytearray(base64.b64decode(body, validate=True))
+    if tag == "$decimal":
+        return _decode_decimal(body)
     if type(body) is not list:
         raise ValueError(f"malformed {tag} value")
     if tag == "$tuple":
@@ -204,6 +228,10 @@ def decode(data: Any, depth: int = 0) -> Any:
         if len(body) != 3 or any(type(part) is not int for part in body) or body[2] == 0:
             raise ValueError("malformed range value")
         return range(*body)
+    if tag == "$fraction":
+        return _decode_fraction(body, nxt)
+    if tag == "$deque":
+        return _decode_deque(body, nxt)
     if tag == "$iter":
         return iter([decode(item, nxt) for item in body])
     if tag == "$values":
@@ -225,3 +253,33 @@ def _decode_dict(body: list[Any], depth: int) -> dict[Any, Any]:
             raise ValueError("malformed dict entry")
         out[decode(pair[0], depth)] = decode(pair[1], depth)
     return out
+
+
+def _decode_fraction(body: list[Any], depth: int) -> fractions.Fraction:
+    if len(body) != 2:
+        raise ValueError("malformed fraction value")
+    numerator, denominator = (decode(part, depth) for part in body)
+    if type(numerator) is not int or type(denominator) is not int or denominator == 0:
+        raise ValueError("malformed fraction value")
+    return _FRACTION(numerator, denominator)
+
+
+def _decode_decimal(text: Any) -> decimal.Decimal:
+    if type(text) is not str or len(text) > _MAX_DECIMAL_CHARS:
+        raise ValueError("malformed decimal value")
+    try:
+        value = _DECIMAL(text)
+    except decimal.InvalidOperation as exc:
+        raise ValueError("malformed decimal value") from exc
+    if value.is_snan():  # raises on every comparison and hash: never an answer
+        raise ValueError("signalling NaN decimal value")
+    return value
+
+
+def _decode_deque(body: list[Any], depth: int) -> deque[Any]:
+    if len(body) != 2 or type(body[0]) is not list:
+        raise ValueError("malformed deque value")
+    maxlen = body[1]
+    if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+        raise ValueError("malformed deque value")
+    return _DEQUE((decode(item, depth + 1) for item in body[0]), maxlen)
