@@ -38,6 +38,9 @@ HEADER = struct.Struct(">I")
 READ_CHUNK = 1 << 16
 _OPENERS = (b"[", b"{")
 KILL_REASONS = ("timeout", "cpu", "memory", "output")
+# A job that waited for a CPU other jobs held gets up to this much of its wall clock back
+# (the supervisor, sandboxes/inside/worker.py); the host waits for it that much longer.
+CPU_WAIT_CREDIT_MAX_S = 2.0
 VIOLATION_CHARS = 200
 MAX_VIOLATIONS = 16
 

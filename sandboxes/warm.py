@@ -48,6 +48,7 @@ from sandboxes.base import (
     SandboxError,
 )
 from sandboxes.frames import (
+    CPU_WAIT_CREDIT_MAX_S,
     KILL_REASONS,
     MAX_FRAME,
     MAX_VIOLATIONS,
@@ -268,7 +269,7 @@ class WorkerCallSession(CallSession):
         self._worker: WarmWorker | None = worker
         self._nonce = nonce
         self._started_at = time.monotonic()
-        self._deadline = self._started_at + limits.wall_s + backend.timings.host_grace_s
+        self._deadline = self._started_at + limits.wall_s + CPU_WAIT_CREDIT_MAX_S + backend.timings.host_grace_s
         self._on_message = on_message
         self._ids = itertools.count(1)
         self._done: CallResult | None = None

@@ -63,6 +63,7 @@ from typing import Any, NoReturn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from sandboxes.frames import (  # noqa: E402
+    CPU_WAIT_CREDIT_MAX_S,
     JOB_MAX_FRAME,
     RELAY_MAX_FRAME,
     FrameError,
@@ -97,10 +98,9 @@ VIOLATION_CHARS = 200
 # ended, so that the idle worker never starts reading in the middle of a frame.
 HOST_FRAME_DRAIN_S = 2.0
 # A job that waited for a CPU because other jobs held them (its runqueue wait) gets that
-# time back on its wall clock, up to this much: its verdict must not depend on its
-# neighbours. Sleeping earns nothing. Hosts wait the wall limit plus a grace of at least
-# 5 s (graders and interactors 5 s more), which covers it.
-CPU_WAIT_CREDIT_MAX_S = 2.0
+# time back on its wall clock, up to CPU_WAIT_CREDIT_MAX_S: its verdict must not depend on
+# its neighbours. Sleeping earns nothing. Graders and interactors wait 5 s past the
+# candidate's clock, which covers it.
 # Credit smaller than this is not worth another round of the loop.
 CPU_WAIT_CREDIT_MIN_S = 0.01
 # Poll interval once the wall clock has run out and the kill is on its way.
