@@ -642,7 +642,7 @@ def main() -> None:
     if args.name or args.fill_only:
         args.keep = True
     url = admin_url.rsplit("/", 1)[0] + "/" + name
-    print(f"load average before: {load()} (2 cores shared by 4 helpers); database {name}", flush=True)
+    print(f"load average before: {load()} ({os.cpu_count()} cores); database {name}", flush=True)
     server = None
     try:
         if not args.reuse:
