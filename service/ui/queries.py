@@ -178,6 +178,8 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
         RecordRow.group_index, RecordRow.caller_key_id, RecordRow.duration_ms,
         func.substr(RecordRow.response, 1, PREVIEW_CHARS).label("preview"),
     )
+    if f.flag is not None and _flag_absent(store, f):
+        return RecordPage([], None)
     if f.label not in (None, "none") and audit_partitions.is_partitioned_store(store) and _few_labels(store):
         return _labelled_page(store, stmt, f, after, limit)
     late = (f.flag is not None or f.eval is not None) and f.label in (None, "none") and _postgres(store)
@@ -191,6 +193,19 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
         else:
             rows = [dict(r._mapping) for r in s.execute(keys)]
     return _page(rows, f.sort, limit)
+
+
+def _flag_absent(store: AuditStore, f: RecordFilter) -> bool:
+    """True when the hourly rollups hold no record with the filter's flag (of its verifier) in the
+    hours its window touches: the page is empty, known without the records. The rollups count
+    every record ever written, archived ones too, and a read that names them catches them up
+    first (SQLite), so they never hold fewer than the records; an hour they count that lies
+    partly outside the window only sends the page to the records. Without this, a flag its
+    verifier never has walked every flagged record of every day partition (10M: 175-325 ms)."""
+    stmt = select(RollupHourRow.hour).where(RollupHourRow.kind == "flag", RollupHourRow.key == f.flag,
+                                            RollupHourRow.n > 0)
+    with store.db() as s:
+        return s.execute(_in_window(stmt, f).limit(1)).first() is None
 
 
 def _keyset(stmt: Select, sort: str, after: str | None, limit: int) -> Select:
@@ -386,7 +401,7 @@ def overview(store: AuditStore, f: OverviewFilter, exact_limit: int = OVERVIEW_E
     return _shape(width, verdicts, flags, groups, lengths, latency)
 
 
-def _in_window(stmt: Any, f: OverviewFilter) -> Any:
+def _in_window(stmt: Any, f: OverviewFilter | RecordFilter) -> Any:
     """The rollup rows of the filter's verifier in the hours its window touches."""
     if f.verifier:
         stmt = stmt.where(RollupHourRow.verifier == f.verifier)
