@@ -136,7 +136,14 @@ def test_nan_round_trips():
     assert math.isnan(values.decode(json.loads(json.dumps(values.encode(math.nan)))))
 
 
-@pytest.mark.parametrize("bad", [{"$eval": "1"}, {"a": 1, "b": 2}, {"$tuple": 3}, {"$float": "1e9"}])
+@pytest.mark.parametrize("bad", [
+    {"$eval": "1"}, {"a": 1, "b": 2}, {"$tuple": 3}, {"$float": "1e9"},
+    # Fraction, Decimal and deque (code 1.3.0; tests/test_code_stdlib_values.py)
+    {"$fraction": [1, 0]}, {"$fraction": [1]}, {"$fraction": [1.5, 2]}, {"$fraction": ["1", 2]},
+    {"$fraction": [True, 2]}, {"$decimal": "one"}, {"$decimal": 5}, {"$decimal": "1" * 5000},
+    {"$decimal": "sNaN"}, {"$deque": [[1], -1]}, {"$deque": [[1], 1.5]}, {"$deque": [1]},
+    {"$deque": [[1], None, 3]},
+])
 def test_decoder_refuses_malformed_data(bad):
     with pytest.raises(ValueError):
         values.decode(bad)
