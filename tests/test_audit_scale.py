@@ -26,7 +26,7 @@ from assay_rules.variance import is_zero_variance
 from service import audit_archive, audit_partitions
 from service.audit_verify import verify
 from service.pipeline.results import record_out
-from service.review import STRATA, review_queue, stratum_of
+from service.review import STRATA, review_queue, review_summary, stratum_of
 from service.signing import Signer
 from service.store import AuditStore
 from service.tables import LabelRow, RecordRow, TaskBlobRow
@@ -421,6 +421,11 @@ def test_archive_round_trip_loses_nothing_and_chains_continue(database: str, tmp
         store.append(rows, [])
     before = {r.id: json.loads(record_out(r).model_dump_json()) for r in stored(store)}
     old_ids = {r.id for rows in old for r in rows}
+    # One label on an archived record, two on a kept one: the review summary counts only the kept one's.
+    for record, label in ((old[0][0], "exploit"), (new[0][0], "agree"), (new[0][0], "exploit")):
+        store.add_label(LabelRow(id=uuid.uuid4().hex, record_id=record.id, author="rev", author_key_id="k",
+                                 label=label, corrected_verdict=None, pattern=None, note=None))
+    assert old[0][0].verifier == new[0][0].verifier and review_summary(store).verifiers[old[0][0].verifier].labels == 3
     out = subprocess.run([sys.executable, "-m", "service.cli", "audit", "archive", "--before",
                           str(NOW.date() - timedelta(days=1)), "--out", str(tmp_path / "archive")], cwd=REPO,
                          capture_output=True, text=True, timeout=300,
@@ -436,6 +441,11 @@ def test_archive_round_trip_loses_nothing_and_chains_continue(database: str, tmp
         assert {k: v for k, v in line.items() if k != "stored"} == before[rid]
     remaining = stored(store)
     assert {r.id for r in remaining} == set(before) - old_ids
+    summary = review_summary(store).verifiers
+    assert list(summary) == [new[0][0].verifier] and summary[new[0][0].verifier].labels == 2, summary
+    hits = summary[new[0][0].verifier].correct_false_positive if new[0][0].verdict == "correct" else \
+        summary[new[0][0].verifier].incorrect_false_negative
+    assert (hits.hits, hits.labelled) == ((1, 1) if new[0][0].verdict in ("correct", "incorrect") else (0, 0))
     check = subprocess.run([sys.executable, "-m", "service.cli", "audit", "verify-archive", str(path)], cwd=REPO,
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 0 and json.loads(check.stdout)["intact"], check.stdout
