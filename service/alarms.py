@@ -44,7 +44,16 @@ from service.config import Settings
 from service.eval_metrics import mean
 from service.metrics import Metrics
 from service.run_schemas import AlarmExample, AlarmOut, HeldOut, RunOut, RunStep, Thresholds
-from service.runs import HeldOutTasks, examples, held_out, length_of, run_records, step_marks, steps
+from service.runs import (
+    HeldOutTasks,
+    examples,
+    held_out,
+    length_of,
+    run_records,
+    runs_to_compute,
+    step_marks,
+    steps,
+)
 from service.store import AuditStore
 from service.tables import RecordRow, RunAlarmRow, RunThresholdsRow
 
@@ -366,7 +375,11 @@ def check_run(store: AuditStore, run_id: str, sink: AlarmSink | None = None) -> 
 
 class AlarmMonitor:
     """Checks the runs that new records name, in one background thread, at most once per run
-    every `alarm_check_interval_s` (so a busy run costs a few queries a second, not per request)."""
+    every `alarm_check_interval_s` (so a busy run costs a few queries a second, not per request).
+    On start it first takes the runs whose step figures are not stored for their records
+    (`runs_to_compute`: loaded in bulk, written while no monitor ran, or an older figures
+    version), so that a viewer's first read of such a run finds them stored instead of
+    computing a whole run's steps (~8 s for 1,100 steps of 870,000 records at 10M)."""
 
     def __init__(self, store: AuditStore, sink: AlarmSink, interval_s: float) -> None:
         self.store, self.sink, self.interval_s = store, sink, interval_s
@@ -392,7 +405,18 @@ class AlarmMonitor:
         waits = [self.interval_s - (now - self._checked[r]) for r in self._dirty if r not in due]
         return due, min(waits) if waits else None
 
+    def _catch_up(self) -> None:
+        try:
+            behind = runs_to_compute(self.store)
+        except Exception:  # the monitor still checks the runs new records name
+            log.exception("finding the runs whose step figures are not stored failed")
+            return
+        with self._wake:
+            for run in behind:
+                self._dirty.setdefault(run, time.monotonic())
+
     def _loop(self) -> None:
+        self._catch_up()
         while True:
             with self._wake:
                 due, wait = self._due()

@@ -96,14 +96,35 @@ def list_runs(store: AuditStore, limit: int = 200) -> list[RunSummary]:
             for run, n, lo, hi in rows]
 
 
-def _marks(s: Any, dialect: str, run_id: str) -> dict[int, tuple[int, int]]:
+def _all_marks(dialect: str) -> Any:
+    """(run, step, its records, the highest seq written there) of every run's steps."""
     if dialect == "postgresql":
         r = RollupRunStepRow
-        stmt = select(r.step, r.records, r.last_seq).where(r.run_id == run_id, r.records > 0)
-    else:
-        stmt = (select(RecordRow.run_step, func.count(), func.max(RecordRow.seq))
-                .where(RecordRow.run_id == run_id, RecordRow.run_step.is_not(None)).group_by(RecordRow.run_step))
-    return {st: (int(n), int(last)) for st, n, last in s.execute(stmt).all()}
+        return select(r.run_id.label("run_id"), r.step.label("step"), r.records.label("records"),
+                      r.last_seq.label("last_seq")).where(r.records > 0)
+    return (select(RecordRow.run_id.label("run_id"), RecordRow.run_step.label("step"),
+                   func.count().label("records"), func.max(RecordRow.seq).label("last_seq"))
+            .where(RecordRow.run_id.is_not(None), RecordRow.run_step.is_not(None))
+            .group_by(RecordRow.run_id, RecordRow.run_step))
+
+
+def _marks(s: Any, dialect: str, run_id: str) -> dict[int, tuple[int, int]]:
+    marks = _all_marks(dialect)
+    marks = marks.where((RollupRunStepRow.run_id if dialect == "postgresql" else RecordRow.run_id) == run_id)
+    return {st: (int(n), int(last)) for _, st, n, last in s.execute(marks).all()}
+
+
+def runs_to_compute(store: AuditStore) -> list[str]:
+    """The runs with a step whose figures this version has not stored for its current records:
+    records loaded in bulk, written while no monitor ran, or figures of an older version."""
+    marks = _all_marks(store.engine.dialect.name).subquery()
+    f = RunStepFiguresRow
+    stored = and_(f.run_id == marks.c.run_id, f.step == marks.c.step, f.version == FIGURES_VERSION,
+                  f.records == marks.c.records, f.last_seq == marks.c.last_seq)
+    stmt = (select(marks.c.run_id).select_from(marks.outerjoin(f, stored)).where(f.run_id.is_(None))
+            .group_by(marks.c.run_id).order_by(marks.c.run_id))
+    with store.db() as s:
+        return [run for (run,) in s.execute(stmt)]
 
 
 def step_marks(store: AuditStore, run_id: str) -> dict[int, tuple[int, int]]:

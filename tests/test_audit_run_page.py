@@ -19,6 +19,7 @@ import json
 import math
 import random
 import re
+import time
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -294,6 +295,47 @@ def test_a_fresh_server_shows_a_runs_held_out_figures_as_stored_until_its_held_o
         server.restart()
         again = points()
         assert again[:2] == computed and len(again) == 3
+    finally:
+        server.stop()
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_starting_server_stores_the_figures_of_runs_written_while_no_monitor_ran(url: str, tmp_path: Path) -> None:
+    """Records loaded without a running service (a bulk load, a restore), and figures stored by an
+    older figures version, leave runs whose first read would compute every step (~8 s for a run
+    of 1,100 steps at 10M records). A starting server's alarm monitor computes and stores them
+    before anyone reads; the pages then show the records' figures."""
+    from service import runs as run_figures
+
+    rng = random.Random(4111)
+    store = AuditStore(url)
+    if url.startswith("postgresql"):
+        from service import audit_partitions
+
+        with store.engine.begin() as conn:
+            audit_partitions.create_partitions(conn, [(DAY0 + timedelta(days=d)).date() for d in range(3)])
+    at = _write(store, rng, "bulk-a", [0, 1, 2, 3], DAY0)
+    at = _write(store, rng, "bulk-b", [0, 1], at)
+    at = _write(store, rng, "bulk-b", [1], at, held_out_only=True)
+    assert run_figures.runs_to_compute(store) == ["bulk-a", "bulk-b"]
+    run_figures.steps(store, "bulk-b", cache=run_figures.StepCache())  # stored ...
+    assert run_figures.runs_to_compute(store) == ["bulk-a"]
+    with store.db() as s:  # ... but by an older version of the figures
+        s.execute(sa.text("UPDATE run_step_figures SET version = version - 1 WHERE run_id = 'bulk-b' AND step = 1"))
+        s.commit()
+    assert run_figures.runs_to_compute(store) == ["bulk-a", "bulk-b"]
+    server = LiveServer(tmp_path, env={"ASSAY_DATABASE_URL": url, "ASSAY_ALARM_CHECK_INTERVAL_S": "3600"})
+    try:
+        deadline = time.monotonic() + 60
+        while run_figures.runs_to_compute(store) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert run_figures.runs_to_compute(store) == []  # stored, nobody having read a run
+        _check_all(store, server, ("bulk-a", "bulk-b"))
+        _write(store, rng, "bulk-a", [2], at + timedelta(hours=1))  # written past the service
+        assert run_figures.runs_to_compute(store) == ["bulk-a"]
+        _check_all(store, server, ("bulk-a", "bulk-b"))  # the read computes the changed step
+        assert run_figures.runs_to_compute(store) == []
     finally:
         server.stop()
         store.close()
