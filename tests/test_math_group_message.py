@@ -65,3 +65,30 @@ def test_two_hangs_in_one_message_cost_their_own_budgets_only(ctx):
     # Afterwards the honest group is judged as before.
     assert all(o.verdict is Verdict.correct for o in judge.verify_many(task, honest, ctx))
 
+
+
+def test_equal_answers_in_a_group_are_judged_once(ctx):
+    """A group's responses that end in the same answer (however the text around it is written)
+    get one judgement between them: seven copies of a hang cost one budget, not seven, and all
+    seven get the same verdict and no reward; the honest answer beside them keeps its reward."""
+    judge = get("math")
+    budget = 1.0
+    task = judge.parse_task({"answer": "x^2+2x+1", "timeout_s": budget})
+    # Not HANG itself: a server whose parse of it finished near this budget keeps sympy's cache of
+    # it, and would then finish HANG within the other tests' budgets.
+    hang = HANG.replace("190", "187")
+    other_text = hang.replace("The answer is ", "Putting it together, ")
+    group = [hang, other_text, hang, hang, other_text, r"\boxed{(x+1)^2}", hang, other_text]
+    judge.verify_many(task, [r"\boxed{(x+1)^2}"], ctx)  # warm servers
+    started = time.monotonic()
+    outcomes = judge.verify_many(task, group, ctx)
+    group_s = time.monotonic() - started
+    seen = [(o.verdict, o.evidence) for o in outcomes]
+    # The hang's parse may finish near its budget on a fast machine (then `incorrect`): either way
+    # every copy has the same verdict. Judged one by one they did not (timeout, then incorrect).
+    hangs = {o.verdict for i, o in enumerate(outcomes) if i != 5}
+    assert len(hangs) == 1 and hangs <= {Verdict.timeout, Verdict.incorrect}, seen
+    assert outcomes[5].verdict is Verdict.correct, seen
+    assert [o.reward(task) for o in outcomes] == [0.0] * 5 + [1.0] + [0.0] * 2
+    # Seven budgets would be 7 s; one budget, a replaced server and a fresh process are far less.
+    assert group_s < 3.5 * budget, group_s

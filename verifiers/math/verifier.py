@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import Any, ClassVar, Literal
 
@@ -157,11 +158,20 @@ class MathVerifier(Verifier):
                                           {**evidence, "reason": reason})
             else:
                 pending.append((index, {**_request(task, gold, extraction), "claims": claims_of(response)}, evidence))
-        answers = answer_all(ctx.sandbox, SESSIONS, [request for _, request, _ in pending], timeout_s=task.timeout_s,
+        # A group's responses often end in the same answer: each distinct request is judged once,
+        # so equal answers in a group get one judgement (and one verdict) between them.
+        keys = [json.dumps(request, sort_keys=True) for _, request, _ in pending]
+        slot: dict[str, int] = {}  # a request's key -> its place among those judged
+        requests: list[dict[str, Any]] = []
+        for key, (_, request, _) in zip(keys, pending, strict=True):
+            if key not in slot:
+                slot[key] = len(requests)
+                requests.append(request)
+        answers = answer_all(ctx.sandbox, SESSIONS, requests, timeout_s=task.timeout_s,
                              fresh_limits=functools.partial(_limits, task), fresh_pool=POOL,
                              warm=task.memory_mb == DEFAULT_MEMORY_MB)
-        for (index, _, evidence), answer in zip(pending, answers, strict=True):
-            outcomes[index] = self._answered(task, answer, evidence)
+        for (index, _, evidence), key in zip(pending, keys, strict=True):
+            outcomes[index] = self._answered(task, answers[slot[key]], evidence)
         for index, outcome in outcomes.items():
             outcome.add_flags(flags[index])
         return [outcomes[i] for i in range(len(responses))]
