@@ -126,5 +126,15 @@ def test_an_honest_run_page_shows_the_learning_curve_and_no_alarm(page, server: 
         return chart.data.datasets.find(d => d.label === 'training reward').data.map(p => p.y);
     }""")
     assert len(curve) == runs["honest"].steps and curve[-1] > curve[0]
+    # The per-step table (built in the browser from the page's data): one row per step, each as the API says.
+    page.click("summary:has-text('Per step')")
+    rows = page.eval_on_selector_all("#steps tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText))")
+    with server.client() as c:
+        steps = c.get(f"/v1/runs/{runs['honest'].run_id}").json()["steps"]
+    assert len(rows) == len(steps) == runs["honest"].steps
+    for row, step in zip(rows, steps, strict=True):
+        assert row[:3] == [str(step["step"]), str(step["n"]), f"{step['reward_mean']:.3f}"], (row, step)
+        assert row[9] == f"{100 * step['error_rate']:.1f}%", (row, step)
+    assert page.get_attribute("#steps tbody tr >> nth=2 >> a", "href").endswith(f"step={steps[2]['step']}")
     _clean(page, "run-honest")
     assert page.goto(server.url + "/ui/runs/no-such-run").status == 404

@@ -102,4 +102,43 @@
     drawn += 1;
   });
   document.body.dataset.chartsDrawn = String(drawn);
+
+  // The per-step table, from the same data (the page carries each step once, not twice).
+  const num = (v, digits) => (v === null || v === undefined ? "—" : v.toFixed(digits));
+  const pct = (v) => (v === null || v === undefined ? "—" : (100 * v).toFixed(1) + "%");
+  const body = document.querySelector("#steps tbody");
+  if (body) {
+    const cell = (text, numeric) => {
+      const td = document.createElement("td");
+      if (numeric) td.className = "num";
+      td.textContent = text;
+      return td;
+    };
+    const rows = document.createDocumentFragment();
+    data.steps.forEach((step, i) => {
+      const tr = document.createElement("tr");
+      const first = cell("", true);
+      const link = document.createElement("a");
+      link.href = "/ui/records?" + new URLSearchParams({ run: data.id, step: String(step) });
+      link.textContent = String(step);
+      first.appendChild(link);
+      tr.appendChild(first);
+      [String(data.n[i]), num(data.reward[i], 3), num(data.reward_std[i], 3), pct(data.zero_variance[i]),
+       num(data.distinct[i], 2), num(data.tokens[i], 1), num(data.tokens_per_correct[i], 1),
+       pct(data.truncation[i]), pct(data.errors[i]), pct(data.timeouts[i])]
+        .forEach((text) => tr.appendChild(cell(text, true)));
+      const flagged = cell("", false);
+      Object.entries(data.flags).forEach(([name, values]) => {
+        if (!values[i]) return;
+        const span = document.createElement("span");
+        span.className = "flag";
+        span.textContent = name + " " + pct(values[i]);
+        flagged.append(span, " ");
+      });
+      tr.appendChild(flagged);
+      rows.appendChild(tr);
+    });
+    body.appendChild(rows);
+    document.body.dataset.stepRows = String(data.steps.length);
+  }
 })();
