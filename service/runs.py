@@ -96,22 +96,22 @@ def list_runs(store: AuditStore, limit: int = 200) -> list[RunSummary]:
             for run, n, lo, hi in rows]
 
 
-def _all_marks(dialect: str) -> Any:
-    """(run, step, its records, the highest seq written there) of every run's steps."""
+def _all_marks(dialect: str, run_id: str | None = None) -> Any:
+    """(run, step, its records, the highest seq written there) of every run's steps (of `run_id`'s)."""
     if dialect == "postgresql":
         r = RollupRunStepRow
-        return select(r.run_id.label("run_id"), r.step.label("step"), r.records.label("records"),
+        stmt = select(r.run_id.label("run_id"), r.step.label("step"), r.records.label("records"),
                       r.last_seq.label("last_seq")).where(r.records > 0)
-    return (select(RecordRow.run_id.label("run_id"), RecordRow.run_step.label("step"),
+        return stmt if run_id is None else stmt.where(r.run_id == run_id)
+    stmt = (select(RecordRow.run_id.label("run_id"), RecordRow.run_step.label("step"),
                    func.count().label("records"), func.max(RecordRow.seq).label("last_seq"))
             .where(RecordRow.run_id.is_not(None), RecordRow.run_step.is_not(None))
             .group_by(RecordRow.run_id, RecordRow.run_step))
+    return stmt if run_id is None else stmt.where(RecordRow.run_id == run_id)
 
 
 def _marks(s: Any, dialect: str, run_id: str) -> dict[int, tuple[int, int]]:
-    marks = _all_marks(dialect)
-    marks = marks.where((RollupRunStepRow.run_id if dialect == "postgresql" else RecordRow.run_id) == run_id)
-    return {st: (int(n), int(last)) for _, st, n, last in s.execute(marks).all()}
+    return {st: (int(n), int(last)) for _, st, n, last in s.execute(_all_marks(dialect, run_id)).all()}
 
 
 def runs_to_compute(store: AuditStore) -> list[str]:

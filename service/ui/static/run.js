@@ -139,6 +139,5 @@
       rows.appendChild(tr);
     });
     body.appendChild(rows);
-    document.body.dataset.stepRows = String(data.steps.length);
   }
 })();
