@@ -197,6 +197,10 @@ def _chunks_in_order(conns: list[Connection], statement: Any, first: int, last: 
 
 def export_lines(store: AuditStore, filters: dict[str, Any]) -> Iterator[str]:
     """Chunks of JSON Lines, in write order."""
+    flag = filters.get("flag")
+    if flag is not None and store.flag_absent(flag, verifier=filters.get("verifier"), since=filters.get("since"),
+                                              until=filters.get("until")):
+        return
     where = conditions(store, **filters)
     if store.engine.dialect.name == "postgresql":
         yield from _lines_in_sql(store, where)

@@ -57,6 +57,7 @@ LATENCY_BINS_PER_E = 10
 LATENCY_FLOOR_MS = 0.001
 GROUP_LOOKBACK = "1 day"
 QUARTER = 900  # seconds: the buckets of `rollup_quarters` (revision 0015)
+HOUR = 3600  # seconds: the buckets of `rollup_hours` (epoch hours)
 ROLLUP_LOCK_KEY = 0x61737361795F7275  # any 64-bit constant
 
 RECORD_COLUMNS = ("seq", "id", "created_at", "verifier", "verdict", "flags", "response", "duration_ms",

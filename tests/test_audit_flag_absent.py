@@ -5,17 +5,20 @@ it) took 175-325 ms: the planner took the two filters as independent, expected t
 and walked every flagged record's index entry in seq order to find none. The hourly rollups
 count each flag per verifier and hour for every record ever written (archived ones too), so when
 they hold none in the hours the page's window touches, the page is empty without reading the
-records. These tests hold the page to the records filtered by hand, with a flag that only one
+records. The same check guards `/v1/records` (`AuditStore.query`) and the export. These tests hold
+the page, the API's list and the export to the records filtered by hand, with a flag that only one
 verifier has, in and out of its hour, and for a record written a moment before the read (on
 SQLite the rollups lag the writer until a read names them)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
 import sqlalchemy as sa
 
+from service.audit_export import export_lines
 from service.store import AuditStore
 from service.tables import RecordRow, TaskBlobRow
 from service.ui.queries import RecordFilter
@@ -38,6 +41,15 @@ def _by_hand(rows: list[RecordRow], f: RecordFilter) -> list[str]:
             and (f.since is None or r.created_at.replace(tzinfo=f.since.tzinfo) >= f.since)
             and (f.until is None or r.created_at.replace(tzinfo=f.until.tzinfo) < f.until)]
     return [r.id for r in sorted(keep, key=lambda r: r.seq, reverse=True)]
+
+
+def _api_and_export(store: AuditStore, f: RecordFilter) -> tuple[list[str], list[str]]:
+    """The ids `/v1/records` (AuditStore.query) and the export give for the filter, newest first."""
+    filters = {"flag": f.flag, "verifier": f.verifier, "since": f.since, "until": f.until}
+    listed = [r.id for r in store.query(limit=100_000, **filters)]
+    exported = [json.loads(line)["id"] for chunk in export_lines(store, filters)
+                for line in chunk.splitlines()]
+    return listed[::-1], exported[::-1]
 
 
 def _records_reads(store: AuditStore) -> list[str]:
@@ -68,6 +80,7 @@ def test_flag_pages_by_verifier_and_window_are_the_records_filtered_by_hand(url:
                 f = RecordFilter(flag=flag, verifier=verifier, **window)
                 found = every_page(store, f, limit=7)
                 assert found == _by_hand(rows, f), (flag, verifier, window)
+                assert _api_and_export(store, f) == (found, found), (flag, verifier, window)
                 checked += 1
                 empty += not found
     assert empty and checked - empty > 40  # both kinds of page were checked
@@ -86,6 +99,7 @@ def test_a_flag_page_that_cannot_have_a_record_does_not_read_the_records(url: st
               RecordFilter(flag=RARE, since=NOW + timedelta(hours=1)), RecordFilter(flag=RARE, sort="slowest",
                                                                                     verifier="code")):
         assert every_page(store, f, limit=5) == []
+        assert _api_and_export(store, f) == ([], [])
     assert reads == [], reads[:1]
     # A page that may have records still reads them.
     assert len(every_page(store, RecordFilter(flag=RARE, verifier="sql"), limit=5)) == 1
@@ -104,4 +118,5 @@ def test_a_record_with_a_new_flag_is_on_its_flag_page_at_once(url: str):  # noqa
         store.append([record], [BLOB])
         page = every_page(store, RecordFilter(flag=fresh, verifier=VERIFIERS[n % 3]), limit=5)
         assert page == [record.id], (fresh, page)
+        assert _api_and_export(store, RecordFilter(flag=fresh)) == (page, page)
     store.engine.dispose()

@@ -20,9 +20,9 @@ from sqlalchemy.sql.util import ClauseAdapter
 
 from service import audit_partitions
 from service.advantages import group_advantages
-from service.audit_rollups import LATENCY_BINS_PER_E, LATENCY_FLOOR_MS, QUARTER, latency_bin_value
+from service.audit_rollups import HOUR, LATENCY_BINS_PER_E, LATENCY_FLOOR_MS, QUARTER, latency_bin_value
 from service.schemas import Verdict
-from service.store import AuditStore
+from service.store import AuditStore, in_hours
 from service.tables import LabelledRecordRow, LabelRow, RecordKeyRow, RecordRow, RollupHourRow, RollupQuarterRow
 from verifiers import registry
 
@@ -178,7 +178,7 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
         RecordRow.group_index, RecordRow.caller_key_id, RecordRow.duration_ms,
         func.substr(RecordRow.response, 1, PREVIEW_CHARS).label("preview"),
     )
-    if f.flag is not None and _flag_absent(store, f):
+    if f.flag is not None and store.flag_absent(f.flag, verifier=f.verifier, since=f.since, until=f.until):
         return RecordPage([], None)
     if f.label not in (None, "none") and audit_partitions.is_partitioned_store(store) and _few_labels(store):
         return _labelled_page(store, stmt, f, after, limit)
@@ -193,19 +193,6 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
         else:
             rows = [dict(r._mapping) for r in s.execute(keys)]
     return _page(rows, f.sort, limit)
-
-
-def _flag_absent(store: AuditStore, f: RecordFilter) -> bool:
-    """True when the hourly rollups hold no record with the filter's flag (of its verifier) in the
-    hours its window touches: the page is empty, known without the records. The rollups count
-    every record ever written, archived ones too, and a read that names them catches them up
-    first (SQLite), so they never hold fewer than the records; an hour they count that lies
-    partly outside the window only sends the page to the records. Without this, a flag its
-    verifier never has walked every flagged record of every day partition (10M: 175-325 ms)."""
-    stmt = select(RollupHourRow.hour).where(RollupHourRow.kind == "flag", RollupHourRow.key == f.flag,
-                                            RollupHourRow.n > 0)
-    with store.db() as s:
-        return s.execute(_in_window(stmt, f).limit(1)).first() is None
 
 
 def _keyset(stmt: Select, sort: str, after: str | None, limit: int) -> Select:
@@ -376,7 +363,6 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 # its records in one statement, counted as the rollups count them. Latency percentiles from
 # rollups are read off log-spaced bins (within 5.1%); every count is exact.
 OVERVIEW_EXACT_LIMIT = 2_000
-HOUR = 3600
 
 
 def overview(store: AuditStore, f: OverviewFilter, exact_limit: int = OVERVIEW_EXACT_LIMIT) -> dict[str, Any]:
@@ -401,15 +387,9 @@ def overview(store: AuditStore, f: OverviewFilter, exact_limit: int = OVERVIEW_E
     return _shape(width, verdicts, flags, groups, lengths, latency)
 
 
-def _in_window(stmt: Any, f: OverviewFilter | RecordFilter) -> Any:
+def _in_window(stmt: Any, f: OverviewFilter) -> Any:
     """The rollup rows of the filter's verifier in the hours its window touches."""
-    if f.verifier:
-        stmt = stmt.where(RollupHourRow.verifier == f.verifier)
-    if f.since:
-        stmt = stmt.where(RollupHourRow.hour >= math.floor(f.since.timestamp() / HOUR))
-    if f.until:
-        stmt = stmt.where(RollupHourRow.hour <= math.floor(f.until.timestamp() / HOUR))
-    return stmt
+    return in_hours(stmt, f.verifier, f.since, f.until)
 
 
 def _first_and_last(s: Any, f: OverviewFilter, cond: Any) -> tuple[datetime | None, datetime | None]:
