@@ -54,6 +54,7 @@ import httpx  # noqa: E402
 
 from service.testing.live import LiveServer  # noqa: E402
 from service.testing.math_suite import CASES, documented_disagreements  # noqa: E402
+from service.testing.ray_cluster import descendants  # noqa: E402
 
 Pair = tuple[str, str]  # (response, gold)
 MathVerifyConfig = dict | None  # a suite case's config; None: Math-Verify's defaults
@@ -431,9 +432,18 @@ def _fsync_ms(folder: Path, count: int = 50) -> float:
 
 
 def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of one process (the API server, without its sandbox workers)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of the API server, without its sandbox workers: `assay serve`'s
+    process and, with ASSAY_API_PROCESSES > 1, the API processes it supervises."""
+    total = 0.0
+    for process in descendants(pid):
+        try:
+            cmdline = Path(f"/proc/{process}/cmdline").read_bytes()
+            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if process == pid or b"service.cli\0serve" in cmdline:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def request_costs(server: LiveServer, sequential: int = 400, concurrent: int = 1600, clients: int = 8) -> None:
@@ -544,6 +554,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2, help="Assay sandbox workers = Math-Verify processes")
     parser.add_argument("--concurrency", type=int, default=8, help="HTTP requests in flight")
+    parser.add_argument("--api-processes", type=int, default=1,
+                        help="ASSAY_API_PROCESSES: the --workers sandbox workers are split between them")
     parser.add_argument("--profile", action="store_true", help="also time the layers of Assay's path")
     parser.add_argument("--judge-only", action="store_true",
                         help="only time extraction + judging in this process (no server, no Math-Verify), "
@@ -561,7 +573,8 @@ def main() -> None:
         judge_only(sets)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        server = LiveServer(Path(tmp), env={"ASSAY_SANDBOX_WORKERS": str(args.workers)})
+        server = LiveServer(Path(tmp), env={"ASSAY_SANDBOX_WORKERS": str(args.workers),
+                                            "ASSAY_API_PROCESSES": str(args.api_processes)})
         try:
             run_assay(server, sets["generated GRPO groups"][:64], args.concurrency)  # warm sessions and caches
             if not args.costs_only:

@@ -107,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 for name in registry.names():
                     registry.get(name).close(VerifyContext(sandbox, services=settings.verifier_services))
             monitor.close()
+            metrics.close()
             executor.close()
             store.close()
             if stop_metrics is not None:

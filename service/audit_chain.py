@@ -173,6 +173,11 @@ class Lane:
         self.unsigned += len(rows)
 
 
+def chain_base(chain_id: str | None) -> str:
+    """A writer's chain id: the configured one, else the host name (replicas' lanes stay apart)."""
+    return (chain_id or socket.gethostname() or "assay")[:56]
+
+
 class ChainWriter:
     def __init__(self, units_of_work: Callable[[], Session], signer: Signer | None = None, *,
                  chain_id: str | None = None, lanes: int = 8, sign_every: int = 1024,
@@ -180,7 +185,7 @@ class ChainWriter:
         self.db = units_of_work
         self.signer = signer
         self.sign_every, self.sign_interval_s = sign_every, sign_interval_s
-        base = (chain_id or socket.gethostname() or "assay")[:56]
+        base = chain_base(chain_id)
         self._lanes: dict[str, queue.LifoQueue[Lane]] = {}
         self._count = {table: lanes if table == "records" else 1 for table in CHAINED_TABLES}
         for table, count in self._count.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import socket
 import sys
 from typing import Any
 
@@ -26,21 +27,33 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from service.app import create_app
     from service.migrations import SchemaOutOfDate
     from service.store import AuditStore
+    from service.warm_up import families
 
-    try:  # refuse an out-of-date schema with the fix, before uvicorn prints a traceback
+    try:  # refuse an out-of-date schema or an unknown family with the fix, before a traceback
+        families(settings.warm_up)
         AuditStore(settings.database_url).engine.dispose()
-    except SchemaOutOfDate as exc:
+    except (SchemaOutOfDate, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from service.logs import configure_logging
     from service.read_deadlines import protocol_with_deadlines
+    from service.serve_processes import STARTUP_FAILURE, serve_processes
 
+    if args.fd is None and settings.api_processes > 1:
+        import logging.config
+
+        logging.config.dictConfig(configure_logging(args.log_level))
+        return serve_processes(settings, args.host, args.port, args.log_level)
     # JSON lines for uvicorn and the app alike; the app logs one line per request itself, so
     # uvicorn's access log (which prints query strings, keys included) stays off.
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
-                log_config=configure_logging(args.log_level), access_log=False, timeout_graceful_shutdown=10,
-                http=protocol_with_deadlines(settings.header_timeout_s, settings.body_timeout_s))
-    return 0
+    config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+                            log_config=configure_logging(args.log_level), access_log=False,
+                            timeout_graceful_shutdown=10,
+                            http=protocol_with_deadlines(settings.header_timeout_s, settings.body_timeout_s))
+    # --fd: a socket the supervisor of several API processes listens on (socket() finds its family).
+    server = uvicorn.Server(config)
+    server.run(sockets=None if args.fd is None else [socket.socket(fileno=args.fd)])
+    return 0 if server.started else STARTUP_FAILURE
 
 
 def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
@@ -345,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)  # from service/serve_processes.py
     serve.set_defaults(func=cmd_serve)
 
     verify = sub.add_parser("verify", help="verify JSON/JSONL requests locally (no server, no records)")

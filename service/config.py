@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     sandbox: Literal["process", "docker", "remote"] = "process"
     sandbox_workers: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1, le=256)
     sandbox_image: str = "assay-runtime:latest"
+    # `assay serve`: API processes on the one port (service/serve_processes.py). One process uses
+    # about one core (Python's GIL); each of N gets its share of ASSAY_SANDBOX_WORKERS (at least one).
+    api_processes: int = Field(1, ge=1, le=64)
     # Names this host on the sandbox containers it makes (leftovers of a crashed run are
     # removed by the next start on the same host); the machine's hostname when unset.
     sandbox_host: str | None = None

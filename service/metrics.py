@@ -7,12 +7,18 @@ Named metrics (all prefixed `assay_`):
 - `inflight_responses`, `sandbox_workers{pool,state}` (size / idle / in_use, read at scrape);
 - `unavailable_total{reason}` (each 503 answer), `http_requests_total{route,status}`;
 - `alarms_total{run,rule}` (service/alarms.py bounds the run label), `alarm_webhook_failures_total`;
-- process_* and python_* (the process and platform collectors).
+- process_* and python_* (the process and platform collectors; one process only).
+
+With several API processes (`ASSAY_API_PROCESSES`, service/serve_processes.py) each keeps
+its values in the directory named by PROMETHEUS_MULTIPROC_DIR and a scrape sums all of
+them (prometheus_client's multiprocess mode): counters and histograms over every process
+that ran, gauges over the live ones; no process_* or python_* figures then.
 `inc`/`set`/`observe` by name also accept metrics not listed here (created on first use).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -27,6 +33,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
     generate_latest,
+    multiprocess,
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics import MetricWrapperBase
@@ -45,6 +52,10 @@ OTHER_FLAG = "other"
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _CAUSE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+# Read by prometheus_client when it is imported: set it before a process starts.
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# With several processes, how often each one writes its sandbox pools' figures (and at a scrape).
+POOL_REFRESH_S = 2.0
 
 
 def error_cause(evidence: dict[str, Any] | None, field: str = "error_cause") -> str:
@@ -79,11 +90,27 @@ class _SandboxPools:
         yield family
 
 
+def multiprocess_registry(directory: str) -> CollectorRegistry:
+    """A registry that sums the values every process wrote into `directory`."""
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)
+    return registry
+
+
+def forget_process(directory: str, pid: int) -> None:
+    """Drop a dead process's gauges from the sums (its counts stay)."""
+    multiprocess.mark_process_dead(pid, directory)
+
+
 class Metrics:
     def __init__(self) -> None:
+        self.multiprocess_dir = os.environ.get(MULTIPROCESS_DIR_ENV) or None
         self.registry = CollectorRegistry()
-        ProcessCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
+        if self.multiprocess_dir is None:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+        self._refresh_pools: Callable[[], None] | None = None
+        self._closed = threading.Event()
         r = self.registry
         self.verifications = Counter("assay_verifications_total", "Verifications by verifier and verdict.",
                                      ["verifier", "verdict"], registry=r)
@@ -100,7 +127,7 @@ class Metrics:
             "assay_flags_total": self.flags, "assay_errors_total": self.errors,
             "assay_unavailable_total": self.unavailable,
             "assay_inflight_responses": Gauge("assay_inflight_responses", "Responses being verified now.",
-                                              registry=r),
+                                              registry=r, multiprocess_mode="livesum"),
             "assay_http_requests_total": Counter("assay_http_requests_total", "HTTP requests by route and status.",
                                                  ["route", "status"], registry=r),
             "assay_zero_variance_groups_total": Counter("assay_zero_variance_groups_total",
@@ -128,7 +155,31 @@ class Metrics:
         return OTHER_FLAG
 
     def watch_sandbox(self, pool_stats: Callable[[], dict[str, dict[str, int]]]) -> None:
-        self.registry.register(_SandboxPools(pool_stats))
+        if self.multiprocess_dir is None:
+            self.registry.register(_SandboxPools(pool_stats))
+            return
+        # Another process answers most scrapes: write this one's figures where they are summed.
+        gauge = Gauge("assay_sandbox_workers", "Sandbox workers per warm pool: size, idle, in_use.",
+                      ["pool", "state"], registry=self.registry, multiprocess_mode="livesum")
+
+        def refresh() -> None:
+            for pool, stats in pool_stats().items():
+                for state, value in stats.items():
+                    gauge.labels(pool, state).set(value)
+
+        def keep_refreshing() -> None:
+            while not self._closed.wait(POOL_REFRESH_S):
+                try:
+                    refresh()
+                except Exception:  # a sandbox closing under us: the next round or close() ends it
+                    continue
+
+        self._refresh_pools = refresh
+        refresh()
+        threading.Thread(target=keep_refreshing, name="assay-pool-metrics", daemon=True).start()
+
+    def close(self) -> None:
+        self._closed.set()
 
     # ------------------------------------------------------------ named events
 
@@ -161,7 +212,9 @@ class Metrics:
         with self._lock:
             metric = self._by_name.get(name)
             if metric is None:
-                extra = {"buckets": BUCKETS} if kind is Histogram else {}
+                # A gauge here is what a process holds (e.g. responses in flight): summed over live processes.
+                extra = {"buckets": BUCKETS} if kind is Histogram else {"multiprocess_mode": "livesum"} \
+                    if kind is Gauge else {}
                 metric = self._by_name[name] = kind(name, name, sorted(labels), registry=self.registry, **extra)
         return metric.labels(**labels) if labels else metric
 
@@ -175,14 +228,27 @@ class Metrics:
         self._metric(name, Histogram, labels).observe(value)  # type: ignore[attr-defined]
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        if self._refresh_pools is not None:
+            self._refresh_pools()
+        return generate_latest(multiprocess_registry(self.multiprocess_dir))
 
 
 def serve_metrics_port(metrics: Metrics, host: str, port: int) -> Callable[[], None]:
     """Serve the registry on a listener of its own (any path answers); returns its stop."""
+    return _serve_registry(metrics.registry, host, port)
+
+
+def serve_multiprocess_port(directory: str, host: str, port: int) -> Callable[[], None]:
+    """`serve_metrics_port` for several API processes: the sums of what they wrote into `directory`."""
+    return _serve_registry(multiprocess_registry(directory), host, port)
+
+
+def _serve_registry(registry: CollectorRegistry, host: str, port: int) -> Callable[[], None]:
     from prometheus_client import start_http_server
 
-    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    server, thread = start_http_server(port, addr=host, registry=registry)
 
     def stop() -> None:
         server.shutdown()
