@@ -37,13 +37,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     from service.logs import configure_logging
     from service.read_deadlines import protocol_with_deadlines
-    from service.serve_processes import STARTUP_FAILURE, serve_processes
+    from service.serve_processes import STARTUP_FAILURE, die_with_supervisor, serve_processes
 
     if args.fd is None and settings.api_processes > 1:
         import logging.config
 
         logging.config.dictConfig(configure_logging(args.log_level))
         return serve_processes(settings, args.host, args.port, args.log_level)
+    if args.supervisor is not None:
+        die_with_supervisor(args.supervisor)
     # JSON lines for uvicorn and the app alike; the app logs one line per request itself, so
     # uvicorn's access log (which prints query strings, keys included) stays off.
     config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
@@ -358,7 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
-    serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)  # from service/serve_processes.py
+    # From service/serve_processes.py: the socket to serve, and the supervisor to end with.
+    serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--supervisor", type=int, help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
     verify = sub.add_parser("verify", help="verify JSON/JSONL requests locally (no server, no records)")

@@ -13,6 +13,7 @@ process that dies is started again in its slot; SIGTERM or SIGINT ends them all 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import shutil
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from service.audit_chain import chain_base
 from service.config import Settings
@@ -38,6 +39,17 @@ RESTART_DELAY_MAX_S = 30.0
 STARTUP_FAILURE = 3
 # SIGTERM to the processes, then this long (uvicorn's graceful shutdown is 10 s) before SIGKILL.
 STOP_TIMEOUT_S = 30.0
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def die_with_supervisor(supervisor: int) -> None:
+    """In an API process: end (SIGTERM, so gracefully) when the supervisor dies, even by SIGKILL,
+    rather than go on serving the socket with nobody to stop it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != supervisor:  # it died before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def sandbox_shares(workers: int, processes: int) -> list[int]:
@@ -63,7 +75,7 @@ class _Slot:
     started: float = 0.0
     starts: int = 0
     delay_s: float = 1.0
-    restart_at: float = field(default=0.0)
+    restart_at: float = 0.0
 
 
 class Supervisor:
@@ -82,7 +94,8 @@ class Supervisor:
     def start(self, slot: _Slot) -> None:
         fd = self.sock.fileno()
         slot.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--fd", str(fd), "--log-level", self.log_level],
+            [sys.executable, "-m", "service.cli", "serve", "--fd", str(fd), "--supervisor", str(os.getpid()),
+             "--log-level", self.log_level],
             env=slot.env, pass_fds=(fd,))
         slot.started = time.monotonic()
         slot.starts += 1

@@ -53,6 +53,8 @@ class Chained:
 
 # The records that carry at least one flag (partial index; AuditStore.has_flag repeats it).
 FLAGGED = "json_array_length(flags) > 0"
+# The records of training runs (partial indexes: a deployment without runs pays nothing).
+RUN_RECORDS = "run_id IS NOT NULL"
 # What the evaluation records' index holds besides (eval_id, seq): every other column a records
 # page filters or sorts by (revision 0020; 0014 held the first three).
 EVAL_INCLUDED = ("created_at", "duration_ms", "reward", "verifier", "verdict", "caller_key_id", "flags", "task_id",
@@ -114,6 +116,13 @@ class RecordRow(Chained, Base):
         # with any other filter of the records page (its columns included by revision 0020).
         Index("ix_records_eval_seq", "eval_id", "seq", postgresql_where=text("eval_id IS NOT NULL"),
               sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=list(EVAL_INCLUDED)),
+        # A run's records by reward and by latency (revision 0022): the auditor's first look at a
+        # training run, its best-rewarded and its slowest records. Walking the whole sort's index
+        # for one run's rows read thousands of pages (0.4-1.7 s from disk at 10M records).
+        Index("ix_records_run_reward_seq", "run_id", "reward", "seq", postgresql_where=text(RUN_RECORDS),
+              sqlite_where=text(RUN_RECORDS)),
+        Index("ix_records_run_duration_seq", "run_id", "duration_ms", "seq", postgresql_where=text(RUN_RECORDS),
+              sqlite_where=text(RUN_RECORDS)),
         # A run's held-out records (revision 0016): the run page reads them without walking the
         # run's training records (~99% of its records).
         Index("ix_records_run_eval", "run_id", "eval_id", postgresql_where=text("eval_id IS NOT NULL"),

@@ -7,7 +7,9 @@ Slow: real servers with sandboxes, many connections, a kill -9.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +41,14 @@ def api_processes(supervisor: int) -> list[int]:
         if b"--fd" in cmdline and b"service.cli" in cmdline:
             found.append(pid)
     return found
+
+
+def _alive(pid: int) -> bool:
+    """Running: not gone and not a zombie waiting for whoever adopted it to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _request(k: int) -> tuple[str, dict, list[float]]:
@@ -100,7 +110,7 @@ def test_two_api_processes_share_one_port_one_log_and_their_metrics(tmp_path: Pa
             assert _verified_total(c.get("/metrics").text) == responses
     finally:
         server.stop()
-    assert all(not Path(f"/proc/{pid}").exists() for pid in children), "SIGTERM left an API process behind"
+    assert not any(_alive(pid) for pid in children), "SIGTERM left an API process behind"
 
     store = AuditStore(server.db_url)
     records = store.records_by_ids([r["record_id"] for a in answers for r in a])
@@ -114,6 +124,7 @@ def test_two_api_processes_share_one_port_one_log_and_their_metrics(tmp_path: Pa
 
 
 def test_a_killed_api_process_is_replaced_and_no_answered_record_is_lost(tmp_path: Path):
+    """And when the supervisor itself is killed, its API processes end rather than serve on."""
     metrics_port = free_port()
     server = LiveServer(tmp_path, env={"ASSAY_API_PROCESSES": "2", "ASSAY_SANDBOX_WORKERS": "2",
                                        "ASSAY_METRICS_PORT": str(metrics_port)})
@@ -149,6 +160,10 @@ def test_a_killed_api_process_is_replaced_and_no_answered_record_is_lost(tmp_pat
         # The supervisor's metrics port sums every process that ran, the killed one too.
         metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30).text
         assert _verified_total(metrics) >= len(answered)
+        serving = api_processes(server.proc.pid)
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait()
+        _until(lambda: not any(_alive(pid) for pid in serving), timeout_s=60)
     finally:
         stop.set()
         server.stop()
