@@ -55,6 +55,10 @@ class Chained:
 FLAGGED = "json_array_length(flags) > 0"
 # The records of training runs (partial indexes: a deployment without runs pays nothing).
 RUN_RECORDS = "run_id IS NOT NULL"
+# What a run's reward index holds besides its keys (revision 0022): the filters that are not rare
+# within a run (so a page's keys are read from the index alone, however far it walks), and the
+# time that reads the page's rows by key.
+RUN_REWARD_INCLUDED = ("verdict", "verifier", "caller_key_id", "created_at")
 # What the evaluation records' index holds besides (eval_id, seq): every other column a records
 # page filters or sorts by (revision 0020; 0014 held the first three).
 EVAL_INCLUDED = ("created_at", "duration_ms", "reward", "verifier", "verdict", "caller_key_id", "flags", "task_id",
@@ -116,13 +120,14 @@ class RecordRow(Chained, Base):
         # with any other filter of the records page (its columns included by revision 0020).
         Index("ix_records_eval_seq", "eval_id", "seq", postgresql_where=text("eval_id IS NOT NULL"),
               sqlite_where=text("eval_id IS NOT NULL"), postgresql_include=list(EVAL_INCLUDED)),
-        # A run's records by reward and by latency (revision 0022): the auditor's first look at a
-        # training run, its best-rewarded and its slowest records. Walking the whole sort's index
-        # for one run's rows read thousands of pages (0.4-1.7 s from disk at 10M records).
+        # A run's records by reward (revision 0022): an auditor's first look at a training run, its
+        # best- and worst-rewarded records, and a verdict's records of a run by reward (the verdict
+        # is correlated with the reward, so walking the reward's index over every record read
+        # millions of rows to find the few it wanted: 5-11 s at 10M records). No such index by
+        # latency: latency follows the verifier, and with one the planner walked a run's latency
+        # entries past every other verifier's (docs/operations.md, revision 0022).
         Index("ix_records_run_reward_seq", "run_id", "reward", "seq", postgresql_where=text(RUN_RECORDS),
-              sqlite_where=text(RUN_RECORDS)),
-        Index("ix_records_run_duration_seq", "run_id", "duration_ms", "seq", postgresql_where=text(RUN_RECORDS),
-              sqlite_where=text(RUN_RECORDS)),
+              sqlite_where=text(RUN_RECORDS), postgresql_include=list(RUN_REWARD_INCLUDED)),
         # A run's held-out records (revision 0016): the run page reads them without walking the
         # run's training records (~99% of its records).
         Index("ix_records_run_eval", "run_id", "eval_id", postgresql_where=text("eval_id IS NOT NULL"),

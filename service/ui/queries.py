@@ -182,13 +182,15 @@ def record_page(store: AuditStore, f: RecordFilter, after: str | None, limit: in
         return RecordPage([], None)
     if f.label not in (None, "none") and audit_partitions.is_partitioned_store(store) and _few_labels(store):
         return _labelled_page(store, stmt, f, after, limit)
-    late = (f.flag is not None or f.eval is not None) and f.label in (None, "none") and _postgres(store)
+    late = (f.flag is not None or f.eval is not None or (f.run is not None and SORTS[f.sort][0] is RecordRow.reward)) \
+        and f.label in (None, "none") and _postgres(store)
     keys = select(RecordRow.seq, RecordRow.created_at) if late else stmt
     keys = _keyset(apply_filter(store, keys, f), f.sort, after, limit)
     with store.db() as s:
         if late:
             # A flag or eval filter on Postgres: the page's keys from the flagged (or evaluation)
-            # records' index alone (revision 0014), then only the page's rows read.
+            # records' index alone (revision 0014), then only the page's rows read. A run by reward
+            # alike, from the run's reward index (revision 0022), however far its filters send it.
             rows = _rows_by_key(s, stmt, f.sort, s.execute(keys).all())
         else:
             rows = [dict(r._mapping) for r in s.execute(keys)]
