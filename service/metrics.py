@@ -213,8 +213,7 @@ class Metrics:
             metric = self._by_name.get(name)
             if metric is None:
                 # A gauge here is what a process holds (e.g. responses in flight): summed over live processes.
-                extra = {"buckets": BUCKETS} if kind is Histogram else {"multiprocess_mode": "livesum"} \
-                    if kind is Gauge else {}
+                extra = {Histogram: {"buckets": BUCKETS}, Gauge: {"multiprocess_mode": "livesum"}}.get(kind, {})
                 metric = self._by_name[name] = kind(name, name, sorted(labels), registry=self.registry, **extra)
         return metric.labels(**labels) if labels else metric
 

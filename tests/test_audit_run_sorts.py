@@ -10,16 +10,14 @@ from __future__ import annotations
 import re
 
 import pytest
-import sqlalchemy as sa
 
 from service.store import AuditStore
-from service.ui.queries import SORTS, RecordFilter, record_page
+from service.ui.queries import SORTS, RecordFilter
+from tests.test_audit_flagged_sorts import keys_plan
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 from tests.test_audit_scale import every_page, fill, stored, url  # noqa: F401  (url: fixture)
 
 EXTRAS = ({}, {"key": "key0"}, {"verdict": "correct"}, {"verifier": "math"}, {"key": "key1", "verdict": "incorrect"})
-# The statement that picks a run page's keys by reward (then its rows are read by key).
-KEYS_STATEMENT = re.compile(r"SELECT records\.seq, records\.created_at\s+FROM")
 
 
 def test_run_pages_in_every_sort_are_the_records_filtered_by_hand(url: str):  # noqa: F811
@@ -56,29 +54,12 @@ def test_a_run_page_by_reward_walks_the_runs_own_index(database: str):  # noqa: 
     of a verifier), walked with the run and the other filters tested row by row in the heap."""
     store = AuditStore(database)
     fill(store, seed=41, n_groups=40)
-    statements: list[tuple[str, dict]] = []
-
-    def keep(conn, cursor, statement, params, context, executemany) -> None:  # noqa: ANN001
-        statements.append((statement, params))
-
-    sa.event.listen(store.engine, "before_cursor_execute", keep)
     try:
         for sort in ("reward_desc", "reward_asc"):
-            wanted = "run_id_reward_seq"
             for extra in EXTRAS:
-                statements.clear()
-                record_page(store, RecordFilter(run="run-a", sort=sort, **extra), None)
-                pages = [(s, p) for s, p in statements if KEYS_STATEMENT.match(s)]
-                assert len(pages) == 1, statements
-                with store.engine.connect() as conn:
-                    for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
-                        conn.exec_driver_sql(f"SET LOCAL {setting} = off")
-                    plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + pages[0][0], pages[0][1]))
-                scans = re.findall(r"(Index Only Scan|Index Scan|Seq Scan|Bitmap Heap Scan)(?: Backward)? "
-                                   r"(?:using|on) (\S+)", plan)
-                assert scans and all(kind == "Index Only Scan" and wanted in index for kind, index in scans), \
-                    (sort, extra, plan)
+                plan, scans = keys_plan(store, RecordFilter(run="run-a", sort=sort, **extra))
+                assert scans and all(kind == "Index Only Scan" and "run_id_reward_seq" in index
+                                     for kind, index in scans), (sort, extra, plan)
                 assert not re.search(r"\bSort\s+\(cost", plan), (sort, extra, plan)
     finally:
-        sa.event.remove(store.engine, "before_cursor_execute", keep)
         store.engine.dispose()
