@@ -34,6 +34,14 @@ EQUAL = [
     (r"\frac{1}{4}", r"\boxed{\frac14}"), ("4", r"\boxed{\sqrt{16}}"), ("2", r"\boxed{\sqrt[3]{8}}"),
     ("0.1", r"\boxed{\frac{1}{10}}"), ("-\\frac{1}{2}", r"\boxed{-0.5}"), ("5", r"\boxed{5.}"), ("7", r"\boxed{7}."),
     ("ab", r"\boxed{ba}"), ("2a+b", r"\boxed{b+2a}"), (r"\alpha + 1", r"\boxed{1+\alpha}"),
+    # A letter after a symbol is a variable, after a plain number a unit (round 15; before, "2\pi k" lost its k).
+    (r"\frac{\pi}{3}+2\pi k", r"\boxed{\frac{\pi}{3} + 2k\pi}"), (r"2\pi n", r"\boxed{2n\pi}"),
+    ("300", r"\boxed{300 K}"), ("5", r"\boxed{x = 5 m}"), ("3, 4", r"\boxed{3 m, 4 m}"),
+    ("0.5", r"\boxed{\frac{1}{2} m}"), (r"5 \text{ million}", r"\boxed{5000 \text{ thousand}}"),
+    ("700", r"\boxed{7 \text{ hundred}}"), ("5", r"\boxed{5 \text{ fewer}}"), ("12", r"\boxed{12 \text{ cm squared}}"),
+    ("12", r"\boxed{12 \text{ m cubed}}"), ("2", r"\boxed{2 \text{ squared units}}"),
+    ("5", r"\boxed{5 \text{ per cent}}"), ("3", r"\boxed{3 \text{ quarters}}"),
+    ("3", r"\boxed{3 \text{ repeating digits}}"),
 ]
 
 NOT_EQUAL = [
@@ -49,6 +57,18 @@ NOT_EQUAL = [
     (r"2\sqrt{3}", r"\boxed{3\sqrt{2}}"), ("x+1", r"\boxed{x}"), (r"\frac{\pi}{2}", r"\boxed{\pi}"),
     ("12", r"\boxed{1/2}"),
     ("1", r"\boxed{i}"), ("10^{-30}", r"\boxed{10^{-29}}"), ("2^{100}", r"\boxed{2^{100}+1}"),
+    (r"2\pi k", r"\boxed{2\pi}"), (r"\frac{\pi}{3}+2\pi n", r"\boxed{\frac{\pi}{3}+2\pi}"), ("x+3", r"\boxed{x + 3 n}"),
+    (r"x + 3 k", r"\boxed{x+3}"), (r"\sqrt{2} t", r"\boxed{\sqrt{2}}"),
+    # Two scale words are part of both values (round 15: "5 billion" matched a gold of "5 million").
+    (r"5 \text{ million}", r"\boxed{5 \text{ billion}}"), (r"3 \text{ million}", r"\boxed{3 \text{ thousand}}"),
+]
+
+# A word after a number that changes its value is no unit to strip (round 15: each of these matched
+# the bare number). They are not read as values either, so they get nothing.
+CHANGED_BY_A_WORD = [
+    ("5", r"\boxed{5 \text{ squared}}"), ("5", r"\boxed{5 \text{ cubed}}"), ("3", r"\boxed{3 \text{ halves}}"),
+    ("7", r"\boxed{7 \text{ hundredths}}"), ("5", r"\boxed{5 \text{ below zero}}"), ("5", r"\boxed{5 \text{ inverse}}"),
+    ("5", r"\boxed{5 \text{ recurring}}"), ("2", r"\boxed{2 \text{ factorial}}"),
 ]
 
 UNPARSABLE = [r"\boxed{}", r"\boxed{1 +}", r"\boxed{)(}", "I do not know, the answer cannot be determined here at all"]
@@ -74,6 +94,14 @@ def test_equivalent_answers_are_correct(math_verifier, sandbox, gold, response):
 def test_different_answers_are_incorrect(math_verifier, sandbox, gold, response):
     outcome = _verdict(math_verifier, sandbox, gold, response)
     assert outcome.verdict is Verdict.incorrect, outcome.evidence
+
+
+@pytest.mark.parametrize(("gold", "response"), CHANGED_BY_A_WORD)
+def test_a_word_that_changes_the_value_is_not_stripped(math_verifier, sandbox, gold, response):
+    task = math_verifier.parse_task({"answer": gold})
+    outcome = math_verifier.verify(task, response, VerifyContext(sandbox))
+    assert outcome.verdict in (Verdict.invalid_format, Verdict.incorrect), outcome.evidence
+    assert outcome.reward(task) == 0.0
 
 
 @pytest.mark.parametrize("response", UNPARSABLE)

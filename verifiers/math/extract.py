@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from verifiers.math.inside.normalise import unescape
+from verifiers.math.inside.normalise import SCALE_WORDS, unescape
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _MINERVA_START = "final answer is"
@@ -323,7 +323,7 @@ _COPULA = re.compile(
     r"\b(?:is|are|was|were|equals|be|becomes|approaches|(?:is\s+)?equal\s+to"
     r"|(?:tends|converges|diverges|goes|comes|amounts|evaluates|simplifies|reduces)\s+to)\s+(?=\S)",
     re.IGNORECASE)
-_SCALE_WORD = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
+_SCALE_WORD = re.compile(rf"\s*({'|'.join(SCALE_WORDS)})\b", re.IGNORECASE)
 _DEGREES = re.compile(r"\s*+(?:°|\^\s*+\{?\s*+\\circ|\\circ\b|\\degree\b|degrees?\b)", re.IGNORECASE)
 _OR = re.compile(r"\s*+,?\s*+(?:or|或者|或)\s*+(?:\\?\$)?", re.IGNORECASE)  # possessive: linear
 

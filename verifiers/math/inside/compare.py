@@ -12,6 +12,7 @@ import sympy as sp
 from verifiers.math.inside.angles import in_radians
 from verifiers.math.inside.answer import Parsed
 from verifiers.math.inside.choices import choice_equal
+from verifiers.math.inside.normalise import SCALE_WORDS
 from verifiers.math.inside.parse import MAX_EXPANSION, based_numeral_value, expansion_size
 from verifiers.math.inside.units import factor
 
@@ -54,6 +55,9 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     if kinds == {"expr"}:
         if policy.figures and not (answer.value.free_symbols or gold.value.free_symbols):
             return _figures_equal(answer.value, gold.value, policy.figures)
+        both = (_scaled(answer), _scaled(gold))
+        if both[0] and both[1]:  # "5 billion" against "5 million": each word is part of its value
+            answer, gold = both
         equal, how = _percent_equal(answer, gold, policy)
         if not equal:
             equal, how = _scale_word_equal(answer, gold, policy, how)
@@ -170,15 +174,13 @@ def distinct(items: list[Parsed], policy: Policy = Policy()) -> list[Parsed]:
 
 # A number followed by a scale word ("1.5 million") reads either way, like a percent: as the
 # number (the word a unit, "1.5" when the question counts in millions) or as its value (1500000).
-_SCALE_WORDS = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+def _scaled(p: Parsed) -> Parsed | None:
+    scale = SCALE_WORDS.get(p.unit.split(" ")[0].removesuffix("s")) if p.unit else None
+    return replace(p, value=p.value * scale, unit="") if scale else None
 
 
 def _scale_word_equal(answer: Parsed, gold: Parsed, policy: Policy, how: str) -> tuple[bool, str]:
-    def scaled(p: Parsed) -> Parsed | None:
-        scale = _SCALE_WORDS.get(p.unit.split(" ")[0].removesuffix("s")) if p.unit else None
-        return replace(p, value=p.value * scale, unit="") if scale else None
-
-    for a, g in ((scaled(answer), gold), (answer, scaled(gold))):
+    for a, g in ((_scaled(answer), gold), (answer, _scaled(gold))):
         if a is not None and g is not None:
             equal, scaled_how = _percent_equal(a, g, policy)
             if equal:

@@ -104,7 +104,7 @@ _UNIT_WORDS = {
     "integers", "values", "solutions", "terms", "digits", "cookies", "apples", "books", "pages", "marbles",
     "coins", "boxes", "cars", "trees", "handshakes", "games", "matches", "tiles", "cubes",
 }
-_PERCENT = re.compile(r"\\%|%|\s*\b(?:percent|percentage|pct)\b\.?", re.IGNORECASE)
+_PERCENT = re.compile(r"\\%|%|\s*\b(?:percent|per\s+cent|percentage|pct)\b\.?", re.IGNORECASE)
 _CURRENCY = re.compile(r"\\\$|\$|€|£|¥|\\euro|\\pounds|\b(?:USD|EUR|Rs)\b")
 _RELATIONS = [
     (r"\\leqslant|\\leq|\\le(?![a-zA-Z])|≤|=<", "<="), (r"\\geqslant|\\geq|\\ge(?![a-zA-Z])|≥|=>(?!\s*\\)", ">="),
@@ -115,6 +115,19 @@ _UNICODE = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "π": "\\pi
             "或者": " or ", "或": " or ", "且": " and ", "和": " and "}
 
 
+# Scale words after a number: one table for number words, answers read with a scale word, and the
+# last-number rule ("about 2.5 million").
+SCALE_WORDS = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+# A last word after a number that changes its value is no unit: "5 squared" is 25, "3 halves" 3/2,
+# "0.3 recurring" 1/3 (round 15: each was stripped, so it matched the bare number). Before another word
+# it describes what is counted ("3 repeating digits"); "squared" and "cubed" after a unit word are part
+# of the unit ("12 cm squared"). "below" is never a unit: "5 below zero" is -5.
+_VALUE_WORDS = {"squared", "cubed", "inverse", "reciprocal", "recurring", "repeating", "factorial", "ish",
+                "halves", "thirds", "fourths", "fifths", "sixths", "sevenths", "eighths", "ninths", "tenths",
+                "hundredths", "thousandths", "millionths"}
+_UNIT_POWERS = {"squared", "cubed"}
+# What a one-letter unit may follow: digits and the signs of a number ("5", "2 * 10^{8}", "\\frac{1}{2}").
+_PLAIN_NUMBER = re.compile(r"[\s\d.*/^{}()+-]*\d[\s\d.*/^{}()+-]*")
 _CJK_UNIT = re.compile(r"(.*[\d}])\s*([\u3400-\u9fff]+)\s*", re.DOTALL)
 
 
@@ -136,6 +149,13 @@ def strip_units(s: str) -> tuple[str, str]:
             break
         glued = before[-1:].isdigit() and not s[m.start() - 1].isspace()
         if glued and (not known or len(word) == 1 and "^" not in m.group(0)):
+            break
+        value_word = word in _VALUE_WORDS and not unit and not (word in _UNIT_POWERS and before[-1:].isalpha())
+        if value_word or word == "below":
+            break
+        # One letter after a symbol is a variable ("2\\pi k", "x + 3 n"): a unit that short only
+        # follows a plain number (round 15: "2\\pi k" lost its k, so a gold's k or n was ignored).
+        if len(word) == 1 and not _PLAIN_NUMBER.fullmatch(re.split(r"[,;=<>]", before)[-1].replace("\\frac", "")):
             break
         # One spelling per unit: "cm^{2}", "cm ^2" and "cm^2" are the same unit.
         unit.insert(0, re.sub(r"[\s{}]", "", m.group(0)).lower())

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
+from verifiers.math.inside.normalise import SCALE_WORDS
+
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
           "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
 _TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _SMALL = {word: n for n, word in enumerate(_UNITS)} | {word: 10 * n for n, word in enumerate(_TENS) if word}
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
 _MAX_WORDS = 12
 
 
@@ -26,8 +27,8 @@ def number_from_words(text: str) -> int | None:
             current += _SMALL[word]
         elif word == "hundred":
             current = max(current, 1) * 100
-        elif word in _SCALES:
-            total += max(current, 1) * _SCALES[word]
+        elif word in SCALE_WORDS:
+            total += max(current, 1) * SCALE_WORDS[word]
             current = 0
         else:
             return None
