@@ -36,6 +36,7 @@ class Policy:
 
 def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple[bool, str]:
     """Return (equal, how)."""
+    answer, gold = _letter_as_variable(answer, gold), _letter_as_variable(gold, answer)
     if answer.unit and gold.unit and answer.unit != gold.unit:
         scale = factor(answer.unit, gold.unit)
         if scale is False:
@@ -112,6 +113,15 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     if kinds & {"interval", "union", "region", "tuple", "set"}:
         return _sets_equal(answer, gold, policy)
     return False, "kind_mismatch"
+
+
+def _letter_as_variable(side: Parsed, other: Parsed) -> Parsed:
+    """A one-letter unit ("3 n", "0.5 v") that is a variable of the other side ("3n", "v/2") is that
+    variable: read as a unit, the honest answer lost it (round 15)."""
+    if len(side.unit) != 1 or side.kind != "expr" or other.unit or other.kind != "expr":
+        return side
+    named = [s for s in other.value.free_symbols if s.name.lower() == side.unit]
+    return replace(side, value=side.value * named[0], unit="") if len(named) == 1 else side
 
 
 def _time_equal(answer: Parsed, gold: Parsed) -> tuple[bool, str]:
