@@ -282,6 +282,8 @@ REGRESSION: list[tuple[str, str, bool]] = [
     ("5", "\\boxed{\\smash{6}}", F),
     # an answer tag holding emphasis or a sentence that states its value
     ("7", "<answer>**7**</answer>", T),
+    ("12", "<answer>`12`</answer>", T),  # a Markdown code span (round 15: invalid_format)
+    ("13", "<answer>`12`</answer>", F),
     ("7", "<answer>The number of ways is 7.</answer>", T),
     ("7", "<answer>There are 7 ways and 8 paths.</answer>", F),
     ("2, 3", "<answer>x is 2 or 3</answer>", T),

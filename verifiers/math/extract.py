@@ -46,7 +46,7 @@ _ANSWER_START = re.compile(_ANSWER_PHRASE.pattern.removesuffix("(.+)") + "(.)", 
 # every scan of a long response by half).
 _OPTION_START = re.compile(r"(?:correct|right|best)\s++(?:option|choice)[*_]*+\s*+(?:is|:|=)?\s*+[:=]?[*_]*+\s*+(.)",
                            re.IGNORECASE)
-_EMPHASIS_EDGES = "*_ "
+_EMPHASIS_EDGES = "*_` "  # Markdown emphasis and code spans
 _CHOICE_FIRST = re.compile(r"\(?[A-H]\)\s|\(?[A-H][.:]\s")
 _GSM8K = re.compile(r"####\s*([^\n]+)")
 _CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or|或|和|且)[\s,;.]*)?", re.IGNORECASE)
