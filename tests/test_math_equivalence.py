@@ -42,6 +42,8 @@ EQUAL = [
     ("12", r"\boxed{12 \text{ m cubed}}"), ("2", r"\boxed{2 \text{ squared units}}"),
     ("5", r"\boxed{5 \text{ per cent}}"), ("3", r"\boxed{3 \text{ quarters}}"),
     ("3", r"\boxed{3 \text{ repeating digits}}"), ("3n", r"\boxed{3 n}"), ("v/2", r"\boxed{0.5 v}"),
+    (r"(-\infty,0)\cup(0,\infty)", r"\boxed{\mathbb{R} \setminus \{0\}}"),
+    (r"[0,2)\cup(2,5]", r"\boxed{[0, 5] \setminus \{2\}}"),
 ]
 
 NOT_EQUAL = [
@@ -58,7 +60,9 @@ NOT_EQUAL = [
     ("12", r"\boxed{1/2}"),
     ("1", r"\boxed{i}"), ("10^{-30}", r"\boxed{10^{-29}}"), ("2^{100}", r"\boxed{2^{100}+1}"),
     (r"2\pi k", r"\boxed{2\pi}"), (r"\frac{\pi}{3}+2\pi n", r"\boxed{\frac{\pi}{3}+2\pi}"), ("x+3", r"\boxed{x + 3 n}"),
-    (r"x + 3 k", r"\boxed{x+3}"), ("3n", r"\boxed{3 m}"), ("3m", r"\boxed{3 n}"), (r"\sqrt{2} t", r"\boxed{\sqrt{2}}"),
+    (r"x + 3 k", r"\boxed{x+3}"), (r"(-\infty,0)\cup(0,\infty)", r"\boxed{\mathbb{R} \setminus \{1\}}"),
+    (r"\mathbb{R}", r"\boxed{\mathbb{R} \setminus \{0\}}"), ("3n", r"\boxed{3 m}"), ("3m", r"\boxed{3 n}"),
+    (r"\sqrt{2} t", r"\boxed{\sqrt{2}}"),
     # Two scale words are part of both values (round 15: "5 billion" matched a gold of "5 million").
     (r"5 \text{ million}", r"\boxed{5 \text{ billion}}"), (r"3 \text{ million}", r"\boxed{3 \text{ thousand}}"),
 ]

@@ -29,8 +29,8 @@ _LABEL_PREFIX = re.compile(r"^\s*(?:\\?[A-Za-z]+(?:_\{?[\w,]+\}?)?|\([A-Za-z, ]+
 
 @dataclass
 class Parsed:
-    """kind: expr | tuple | matrix | interval | union | set | region | equation | ratio | multi | text | time |
-    choice."""
+    """kind: expr | tuple | matrix | interval | union | difference | set | region | equation | ratio | multi |
+    text | time | choice."""
 
     kind: str
     value: object = None
@@ -64,7 +64,8 @@ class Parsed:
             return f"{'(' if self.left_open else '['}{lo.describe()}, {hi.describe()}{')' if self.right_open else ']'}"
         inner = ", ".join(i.describe() for i in self.items)
         joined = {"tuple": f"({inner})", "set": f"{{{inner}}}", "multi": inner, "ratio": ":".join(
-            i.describe() for i in self.items), "union": " U ".join(i.describe() for i in self.items)}
+            i.describe() for i in self.items), "union": " U ".join(i.describe() for i in self.items),
+            "difference": " \\ ".join(i.describe() for i in self.items)}
         return joined[self.kind][:300]
 
     def flat(self) -> list[Parsed]:
@@ -135,6 +136,9 @@ def _structure(s: str, named_values: bool) -> Parsed:
     if choice is not None:
         return choice
     s = _LABEL_PREFIX.sub("", s, count=1) or s
+    difference = _split_top(s, ("\\setminus",))
+    if len(difference) == 2:  # "\mathbb{R} \setminus \{0\}": compared as a set where both sides are exact
+        return Parsed("difference", items=[_structure(part, named_values) for part in difference])
     union = _split_top(s, ("\\cup",))
     if len(union) > 1:
         return Parsed("union", items=[_structure(part, named_values) for part in union])

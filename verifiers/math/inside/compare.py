@@ -110,7 +110,7 @@ def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple
     if kinds == {"multi", "tuple"}:
         # "x = 3, y = 4" against (3, 4): a list read in order.
         return _ordered(answer.items, gold.items, "list_as_tuple", policy)
-    if kinds & {"interval", "union", "region", "tuple", "set"}:
+    if kinds & {"interval", "union", "difference", "region", "tuple", "set"}:
         return _sets_equal(answer, gold, policy)
     return False, "kind_mismatch"
 
@@ -390,11 +390,11 @@ def _as_set(p: Parsed) -> sp.Set | None:
         if any(i.kind != "expr" or i.decimals is not None or i.value.free_symbols for i in p.items):
             return None
         return sp.FiniteSet(*[i.value for i in p.items])
-    if p.kind == "union":
+    if p.kind in ("union", "difference"):
         parts = [_as_set(i) for i in p.items]
         if any(part is None for part in parts):
             return None
-        return sp.Union(*parts)
+        return sp.Union(*parts) if p.kind == "union" else sp.Complement(*parts)
     if p.kind == "expr" and p.decimals is None and not p.value.free_symbols:
         return sp.FiniteSet(p.value)
     return None
