@@ -43,7 +43,8 @@ EQUAL = [
     ("5", r"\boxed{5 \text{ per cent}}"), ("3", r"\boxed{3 \text{ quarters}}"),
     ("3", r"\boxed{3 \text{ repeating digits}}"), ("3n", r"\boxed{3 n}"), ("v/2", r"\boxed{0.5 v}"),
     (r"(-\infty,0)\cup(0,\infty)", r"\boxed{\mathbb{R} \setminus \{0\}}"),
-    (r"[0,2)\cup(2,5]", r"\boxed{[0, 5] \setminus \{2\}}"),
+    (r"[0,2)\cup(2,5]", r"\boxed{[0, 5] \setminus \{2\}}"), (r"|x|", r"\boxed{\sqrt{x^2}}"),
+    (r"|xy|", r"\boxed{|x| \cdot |y|}"),
 ]
 
 NOT_EQUAL = [
@@ -63,6 +64,8 @@ NOT_EQUAL = [
     (r"x + 3 k", r"\boxed{x+3}"), (r"(-\infty,0)\cup(0,\infty)", r"\boxed{\mathbb{R} \setminus \{1\}}"),
     (r"\mathbb{R}", r"\boxed{\mathbb{R} \setminus \{0\}}"), ("3n", r"\boxed{3 m}"), ("3m", r"\boxed{3 n}"),
     (r"\sqrt{2} t", r"\boxed{\sqrt{2}}"),
+    # Positive points alone cannot tell these apart (round 15: "x" was rewarded for "|x|").
+    ("|x|", r"\boxed{x}"), ("|xy|", r"\boxed{|x|y}"), ("1", r"\boxed{\frac{x}{|x|}}"),
     # Two scale words are part of both values (round 15: "5 billion" matched a gold of "5 million").
     (r"5 \text{ million}", r"\boxed{5 \text{ billion}}"), (r"3 \text{ million}", r"\boxed{3 \text{ thousand}}"),
 ]
