@@ -139,6 +139,9 @@ SQL_ATTACKS = [
     "SELECT group_concat(code) FROM emp",
     "SELECT nosuchcolumn FROM emp",
     "SELECT name FROM emp WHERE code = (SELECT code FROM emp ORDER BY salary LIMIT 1)",
+    # As many rows as a hidden number: the response's own row count would read it (round 15).
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < (SELECT salary FROM emp "
+    "WHERE id = 1)) SELECT n FROM r",
 ]
 SQL_MARKERS = [f"{SQL_MARKER}1", f"{SQL_MARKER}2", f"{SQL_MARKER}3", SQL_MARKER]
 
@@ -167,6 +170,35 @@ def test_sql_honest_answer_after_attacks(reader: Reader):
     result = attack(reader, "sql", task_id, "```sql\nSELECT name FROM emp WHERE salary > 100\n```", SQL_MARKERS,
                     [LOW_WORD, LOW_WORD2], [SQL_TASK["instances"]])
     assert result["reward"] == 1.0 and result["verdict"] == "correct"
+
+
+# Counts a response steers with the hidden rows, in a mutation and a predicate task (round 15: the
+# rows it added, and the rows failing the predicate, were shown as numbers).
+COUNT_TO_HIDDEN = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < (SELECT salary FROM emp " \
+                  "WHERE id = 1))"
+STEERED_COUNTS = [
+    ("mutation", {"mode": "mutation", "gold": "DELETE FROM emp WHERE salary > 100"},
+     f"INSERT INTO emp(name) {COUNT_TO_HIDDEN} SELECT 'x' FROM r", "DELETE FROM emp WHERE salary > 100"),
+    ("predicate", {"gold": None, "predicate": {"sql": "result.c1 > 1000", "row_count": {"min": 1, "max": 2}}},
+     f"{COUNT_TO_HIDDEN} SELECT n FROM r", "SELECT 2000"),
+]
+
+
+@pytest.mark.parametrize(("mode", "fields", "attack_sql", "honest_sql"), STEERED_COUNTS,
+                         ids=[case[0] for case in STEERED_COUNTS])
+def test_sql_counts_a_response_steers_are_never_shown(reader: Reader, mode: str, fields: dict[str, Any],
+                                                      attack_sql: str, honest_sql: str):
+    task_id = f"leak/sql-{mode}/{reader.tag}"
+    task = {key: value for key, value in {**SQL_TASK, **fields}.items() if value is not None}
+    register(reader, task_id, "sql", task)
+    result = attack(reader, "sql", task_id, f"```sql\n{attack_sql}\n```", SQL_MARKERS,
+                    [LOW_INT, LOW_WORD, LOW_WORD2], [SQL_TASK["instances"]])
+    assert result["reward"] == 0.0
+    assert json.dumps(audit_record(reader, result["record_id"])["evidence"]).count(LOW_INT), \
+        "the auditor still reads the response's counts"
+    honest = attack(reader, "sql", task_id, f"```sql\n{honest_sql}\n```", SQL_MARKERS, [LOW_INT, LOW_WORD, LOW_WORD2],
+                    [SQL_TASK["instances"]])
+    assert honest["reward"] == 1.0, honest
 
 
 @pytest.mark.postgres

@@ -87,9 +87,9 @@ def test_registered_task_hides_gold_query_and_gold_rows(client, app_server):
     wrong = client.post("/v1/verify", json={"verifier": "sql", "task_id": task_id,
                                             "response": "SELECT name FROM emp WHERE dept = 'ops'"})
     assert wrong.status_code == 200 and wrong.json()["verdict"] == "incorrect"
-    # A reward key gets the feedback: counts against the expected rows, never a diff.
+    # A reward key gets the feedback: the expected count and fewer/same/more, never its own count or a diff.
     shown_instance = wrong.json()["evidence"]["instances"][0]
-    assert shown_instance == {"instance": 0, "rows": 1, "expected_rows": 1}
+    assert shown_instance == {"instance": 0, "rows": "same", "expected_rows": 1}
     assert wrong.json()["evidence"] == wrong.json()["feedback"]
     audited = client.get(f"/v1/records/{wrong.json()['record_id']}").json()["evidence"]
     diff = audited["instances"][0]["diff"]

@@ -106,7 +106,7 @@ def _rows(rows: list[Row]) -> list[list[Any]]:
 @register
 class SqlVerifier(Verifier):
     name = "sql"
-    version = "1.3.0"
+    version = "1.4.0"
     description = (
         "SQL query or data-change tasks judged on several database instances against a gold statement, "
         "explicit rows or row predicates; SQLite runs sandboxed, Postgres under a read-only role."
@@ -427,16 +427,23 @@ class SqlVerifier(Verifier):
         problems = []
         if spec.columns is not None and len(result.columns) != spec.columns:
             problems.append(f"expected {spec.columns} columns, got {len(result.columns)}")
+        # Two texts a problem: the auditor's with the response's counts, the policy's without them (a
+        # response steers its counts with the hidden rows: "3 rows fail" would read a hidden value).
+        shown = list(problems)
         count = len(result.rows)
         if count < spec.row_count.min or (spec.row_count.max is not None and count > spec.row_count.max):
             problems.append(f"{count} rows, outside [{spec.row_count.min}, {spec.row_count.max}]")
+            shown.append(f"row count outside [{spec.row_count.min}, {spec.row_count.max}]")
         if spec.distinct:
             _, dupes = multiset_difference(list(dict.fromkeys(result.rows)), result.rows, Tolerance(0.0, 0.0))
             if dupes:
                 problems.append(f"{len(dupes)} duplicate rows")
+                shown.append("duplicate rows")
         if result.predicate_failures:
             problems.append(f"{result.predicate_failures} rows fail the predicate")
-        return {"match": not problems, "rows": count, **({"problems": problems} if problems else {})}
+            shown.append("rows fail the predicate")
+        return {"match": not problems, "rows": count,
+                **({"problems": problems, "problems_shown": shown} if problems else {})}
 
     def _judge_mutation(self, task: SqlTask, result: StatementResult, want: StatementResult) -> dict[str, Any]:
         tol = Tolerance(task.float_tolerance, task.float_abs_tolerance)
