@@ -233,6 +233,11 @@ def test_visible_tests_run_and_show_their_messages(code_verifier, ctx):
     "a, b = map(int, open(0).read().split())\nprint(a + b)",
     "import sys\na, b = map(int, sys.stdin.buffer.read().split())\nsys.stdout.write(f'{a + b}\\n')",
     "import sys\nprint(sum(map(int, input().split())))\nsys.exit(0)",
+    # Programs that look at their arguments first (round 15: sys.argv was the sandbox worker's).
+    "import fileinput\nfor line in fileinput.input():\n    print(sum(map(int, line.split())))",
+    "import argparse, sys\nargparse.ArgumentParser().parse_args()\nprint(sum(map(int, sys.stdin.read().split())))",
+    "import sys\nsource = open(sys.argv[1]) if len(sys.argv) > 1 else sys.stdin\n"
+    "print(sum(map(int, source.read().split())))",
 ])
 def test_io_programs_read_stdin_every_usual_way(code_verifier, ctx, program):
     task = {"io_cases": [{"stdin": "1 2\n", "stdout": "3\n"}, {"stdin": "10 -4\n", "stdout": "6\n"}]}

@@ -77,7 +77,7 @@ def _verdict(runs: list[TestRun], violations: list[str]) -> Verdict:
 @register
 class CodeVerifier(Verifier):
     name = "code"
-    version = "1.3.0"
+    version = "1.4.0"
     description = (
         "Code judged by hidden tests: Python with HumanEval-style check(candidate) or stdin/stdout "
         "cases (candidate and tests in separate sandboxed processes); C, C++, Java, JavaScript, Go "

@@ -201,6 +201,9 @@ def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     os.dup2(fd, 0)
     os.close(fd)
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
+    # As `python solution.py < input` runs it: no arguments. The worker's own command line would send
+    # fileinput, argparse or `sys.argv[1]` to a file that is not there.
+    sys.argv = ["solution.py"]
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     _start_audit()
     status: dict[str, Any] = {"status": "ok"}
