@@ -158,6 +158,30 @@ def test_exploit_redefining_a_constant(judge):
     assert_honest_still_passes(judge)
 
 
+# Round 15 blind probe: a restatement hidden behind a commented `$.`, and declarations outside the
+# fenced block that holds the proof (each was rewarded 1.0). A closed `$p` before a bare span stays
+# unread, as round 8 decided (tests/test_heldout8_proof.py, span_after_earlier_statement).
+RULES_AROUND_THE_PROOF = [
+    ("comment_hides_weaker_restatement", f"mp2 $p |- ( ps -> ch ) $( see below $. $) {MP2_NORMAL}", "incorrect"),
+    ("declaration_in_an_earlier_block", f"```text\nh.x $e |- ch $.\n```\n{MP2_COMPRESSED}", "violation"),
+    ("axiom_in_prose_after_the_block", f"{MP2_COMPRESSED}\nAnd ax-x $a |- ch $. holds.", "violation"),
+    ("axiom_in_prose_before_the_block", f"Let ax-x $a |- ch $. be given.\n{MP2_COMPRESSED}", "violation"),
+]
+
+
+@pytest.mark.parametrize(("name", "response", "verdict"), RULES_AROUND_THE_PROOF,
+                         ids=[case[0] for case in RULES_AROUND_THE_PROOF])
+def test_exploit_rules_hold_around_the_proof(judge, name, response, verdict):
+    outcome, reward = one(judge, MP2, response)
+    assert (outcome.verdict.value, reward) == (verdict, 0.0), outcome.evidence
+    if verdict == "violation":
+        assert "declares_statements" in outcome.flags and components(outcome)["compliance"] == 0.0
+    outcome, reward = one(judge, MP2, f"mp2 $p |- ch $( restated $. $) {MP2_NORMAL}")
+    assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence
+    outcome, reward = one(judge, MP2, f"Using the $e hypotheses and the $a axiom ax-mp:\n{MP2_COMPRESSED}")
+    assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence
+
+
 def test_exploit_proof_of_a_weaker_statement(judge):
     # A correct proof of `|- ( ps -> ch )`, and a restated $p with the hypothesis as its claim.
     for response in ("$= wph wps wch wi mp2.1 mp2.3 ax-mp $.", "```metamath\nmp2 $p |- ph $= mp2.1 $.\n```"):

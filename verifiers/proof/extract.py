@@ -50,24 +50,31 @@ class Extracted:
 
 
 def extract_proof(response: str) -> Extracted:
+    found = _extract(response)
+    # A response may declare nothing, wherever its proof is read from: a declaration in prose or in
+    # another block is never obeyed, but the rule is the response's (round 15: only a bare span's
+    # response was read for them).
+    found.declared = sorted(set(found.declared) | set(_declarations_in(response)))
+    return found
+
+
+def _extract(response: str) -> Extracted:
     tagged = TAGGED_FENCE_RE.findall(response)
     if tagged:
         return _from_block(tagged[-1], "fenced block")
     spans = list(SPAN_RE.finditer(response))
     if spans:
         last = spans[-1]
-        found = _from_block(_restatement_before(response, last.start()) + last.group(0), "$= span")
-        found.declared = sorted(set(found.declared) | set(_declarations_in(response)))
-        return found
+        return _from_block(_restatement_before(response, last.start()) + last.group(0), "$= span")
     plain = PLAIN_FENCE_RE.findall(response)
     if plain:
         return _from_block(plain[-1], "plain fenced block")
     return Extracted(None, "none", reason="no ```metamath block or $= ... $. span found")
 
 
-# A declaration written as Metamath, in a response whose proof is a bare span: a scope token, or a
-# declaring keyword whose statement runs to its `$.` through plain tokens. Its statement shape is
-# what tells it from prose that names a keyword ("the $e hypotheses, $= ... $.").
+# A declaration written as Metamath anywhere in a response: a scope token, or a declaring keyword
+# whose statement runs to its `$.` through plain tokens. Its statement shape is what tells it from
+# prose that names a keyword ("the $e hypotheses, $= ... $.").
 DECLARATION_RE = re.compile(r"(?<!\S)(?:\$[{}\[\]]|\$[acvfed](?=\s)(?:\s+(?!\$)\S+)*?\s+\$\.)(?!\S)")
 
 
@@ -85,10 +92,11 @@ def _restatement_before(response: str, span_start: int) -> str:
     the task's there too: read only from the text since the last `$.`, and only the
     restatement itself, so the prose around it is never read as declarations.
     """
-    head = response[:span_start]
+    # Comments first: a `$.` inside one ends nothing (round 15: `$( ... $. $)` hid the restatement).
+    head = without_comments(response[:span_start])
     head = head[head.rfind("$.") + 2:] if "$." in head else head
     found = None
-    for found in PROVE_RE.finditer(without_comments(head) + " $="):  # noqa: B007 - the last one is wanted
+    for found in PROVE_RE.finditer(head + " $="):  # noqa: B007 - the last one is wanted
         pass
     return f"{found.group(1)} $p {found.group(2)} " if found else ""
 

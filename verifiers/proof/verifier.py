@@ -59,7 +59,7 @@ def _fresh_limits(task: ProofTask, count: int) -> Limits:
 @register
 class ProofVerifier(Verifier):
     name = "proof"
-    version = "1.2.0"
+    version = "1.3.0"
     description = ("Metamath proofs (normal or compressed) checked against set.mm or another database: "
                    "frames, $d restrictions, axiom closure, no later or self citation.")
     task_model = ProofTask
