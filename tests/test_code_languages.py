@@ -106,6 +106,18 @@ def test_each_language_rewards_honest_and_fails_wrong_broken_and_looping(client,
     assert (honest_again["verdict"], honest_again["reward"]) == ("correct", 1.0), honest_again
 
 
+def test_java_takes_its_file_name_from_code_not_comments_or_strings(client, server):
+    # Round 15: the first "public class X" anywhere, a comment's included, named the file X.java.
+    source = ("// A public class Helper would be tidier.\n/* public class Other */\nimport java.util.*;\n"
+              "public class Solution {\n  static final String NOTE = \"public class Fake { }\";\n"
+              "  public static void main(String[] x) {\n    Scanner s = new Scanner(System.in);\n"
+              "    long a = s.nextLong(), b = s.nextLong();\n    System.out.println(a + b);\n  }\n}\n")
+    honest, wrong = group(client, {**SUM_TASK, "language": "java"},
+                          [fenced("java", source), fenced("java", source.replace("a + b", "a - b"))])
+    assert (honest["verdict"], honest["reward"]) == ("correct", 1.0), honest
+    assert (wrong["verdict"], wrong["reward"]) == ("incorrect", 0.0), wrong
+
+
 def test_hidden_cases_stay_hidden_in_feedback(client, server):
     marker = "QZX-native-hidden-4471"
     task = {"language": "cpp", "io_cases": [{"stdin": f"{marker}\n", "stdout": "never\n"}], "time_limit_s": 1.0}

@@ -95,11 +95,35 @@ COMPILED = ("c", "cpp", "java", "javascript", "go", "rust")
 _JAVA_PUBLIC_CLASS = re.compile(r"\bpublic\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][A-Za-z0-9_$]{0,99})\b")
 
 
+_JAVA_OPENERS = re.compile(r'//|/\*|"""|"|\'')
+_JAVA_CLOSERS = {"//": "\n", "/*": "*/", '"""': '"""'}
+
+
+def java_code_only(source: str) -> str:
+    """The source with its comments and string and character literals blanked (linear: each skip
+    jumps to its closer), so words in them are not read as code."""
+    kept, pos = [], 0
+    while (opener := _JAVA_OPENERS.search(source, pos)) is not None:
+        kept.append(source[pos:opener.start()])
+        token = opener.group(0)
+        end = opener.end()
+        if token in _JAVA_CLOSERS:
+            close = source.find(_JAVA_CLOSERS[token], end)
+            pos = len(source) if close < 0 else close + len(_JAVA_CLOSERS[token])
+        else:  # a "string" or 'c' literal on one line, with backslash escapes
+            while end < len(source) and source[end] not in (token, "\n"):
+                end += 2 if source[end] == "\\" else 1
+            pos = end + 1
+        kept.append(" ")
+    return "".join(kept) + source[pos:]
+
+
 def main_name(language: Language, source: str) -> str:
-    """Java: the public class's name (its file must be named after it), else Main."""
+    """Java: the public class's name (its file must be named after it), else Main. Only code
+    counts: a comment or a string that says `public class X` names nothing (round 15)."""
     if language.name != "java":
         return "main"
-    found = _JAVA_PUBLIC_CLASS.search(source)
+    found = _JAVA_PUBLIC_CLASS.search(java_code_only(source))
     return found.group(1) if found else "Main"
 
 
