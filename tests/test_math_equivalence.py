@@ -45,6 +45,10 @@ EQUAL = [
     (r"(-\infty,0)\cup(0,\infty)", r"\boxed{\mathbb{R} \setminus \{0\}}"),
     (r"[0,2)\cup(2,5]", r"\boxed{[0, 5] \setminus \{2\}}"), (r"|x|", r"\boxed{\sqrt{x^2}}"),
     (r"|xy|", r"\boxed{|x| \cdot |y|}"),
+    # Round 15: real odd roots, temperatures, sign words.
+    ("-2", r"\boxed{\sqrt[3]{-8}}"), (r"-\sqrt[3]{2}", r"\boxed{\sqrt[3]{-2}}"), ("25", r"\boxed{25^\circ\text{C}}"),
+    (r"25^\circ \text{C}", r"\boxed{25}"), ("100", "The water boils at $\\boxed{100 ℃}$."),
+    ("-5", r"\boxed{\text{minus } 5}"), ("-5", "The answer is negative 5."),
 ]
 
 NOT_EQUAL = [
@@ -66,6 +70,9 @@ NOT_EQUAL = [
     (r"\sqrt{2} t", r"\boxed{\sqrt{2}}"),
     # Positive points alone cannot tell these apart (round 15: "x" was rewarded for "|x|").
     ("|x|", r"\boxed{x}"), ("|xy|", r"\boxed{|x|y}"), ("1", r"\boxed{\frac{x}{|x|}}"),
+    (r"\ln|x| + C", r"\boxed{\ln x + C}"), (r"\ln(x^2)", r"\boxed{2\ln x}"), (r"\sqrt{|x|}", r"\boxed{\sqrt{x}}"),
+    ("x", r"\boxed{\sqrt{x^2}}"), (r"\sqrt{x^2+2x+1}", r"\boxed{x+1}"),
+    ("5", "The answer is negative 5."), ("2", r"\boxed{\sqrt[3]{-8}}"), ("26", r"\boxed{25^\circ\text{C}}"),
     # Two scale words are part of both values (round 15: "5 billion" matched a gold of "5 million").
     (r"5 \text{ million}", r"\boxed{5 \text{ billion}}"), (r"3 \text{ million}", r"\boxed{3 \text{ thousand}}"),
 ]
@@ -101,6 +108,18 @@ def test_equivalent_answers_are_correct(math_verifier, sandbox, gold, response):
 def test_different_answers_are_incorrect(math_verifier, sandbox, gold, response):
     outcome = _verdict(math_verifier, sandbox, gold, response)
     assert outcome.verdict is Verdict.incorrect, outcome.evidence
+
+
+# Equal where the gold is real: an identity that needs positive values answers a gold that is only
+# real for them (ln x + ln y), one way round.
+WHERE_THE_GOLD_IS_REAL = [(r"\ln x + \ln y", r"\boxed{\ln(xy)}"), (r"2\ln x", r"\boxed{\ln(x^2)}"),
+                          (r"\sqrt{x}\sqrt{y}", r"\boxed{\sqrt{xy}}"), (r"|x|", r"\boxed{\sqrt{x^2}}")]
+
+
+@pytest.mark.parametrize(("gold", "response"), WHERE_THE_GOLD_IS_REAL)
+def test_an_answer_equal_where_the_gold_is_real_is_correct(math_verifier, sandbox, gold, response):
+    outcome = _verdict(math_verifier, sandbox, gold, response)
+    assert outcome.verdict is Verdict.correct, outcome.evidence
 
 
 @pytest.mark.parametrize(("gold", "response"), CHANGED_BY_A_WORD)

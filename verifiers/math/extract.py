@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from verifiers.math.inside.normalise import SCALE_WORDS, unescape
+from verifiers.math.inside.normalise import SCALE_WORDS, SIGN_WORD, unescape
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _MINERVA_START = "final answer is"
@@ -392,7 +392,7 @@ def _tagged(text: str) -> Extraction | None:
 def extract_answer(response: str, last_number_fallback: bool = True, is_gold: bool = False) -> Extraction:
     """A response's answer candidates. A gold (`is_gold`) is never cut by a length limit, so a box
     it leaves open is read as before rather than refused."""
-    text = unescape(response)
+    text = SIGN_WORD.sub("-", unescape(response))
     if "think" in text.lower():
         text = _outside_thought(text)
     if "answer" in text.lower():

@@ -326,19 +326,48 @@ def _symbolic_equal(a: sp.Basic, b: sp.Basic) -> tuple[bool, str]:
             return False, "symbolic"
         if abs(va - vb) > 1e-12 * max(1.0, abs(vb)):
             return False, "symbolic_sampling"
-    if a.has(sp.Abs) or b.has(sp.Abs):
-        # Positive points cannot tell |x| from x (round 15: "x" got the reward for a gold of "|x|"). An
-        # absolute value is about signs, so points of either sign count where both sides are real.
-        for _ in range(SAMPLE_POINTS):
-            point = {s: sp.Rational(rng.choice((-1, 1)) * rng.randint(1, 97), rng.randint(1, 13)) for s in symbols}
-            try:
-                va, vb = complex(sp.N(a.subs(point), 30)), complex(sp.N(b.subs(point), 30))
-            except (TypeError, ValueError, ZeroDivisionError):
+    # Positive points cannot tell |x| from x, ln|x| from ln x, or sqrt(x^2) from x (round 15: each was
+    # rewarded). So points of either sign count too wherever the gold (b) is defined over the reals:
+    # the answer must be real and equal there. Where it is not (ln x, sqrt(x) at x < 0) nothing is
+    # asked of the answer, so ln(xy) still answers ln x + ln y, and sqrt(xy) answers sqrt(x) sqrt(y).
+    for _ in range(SAMPLE_POINTS):
+        point = {s: sp.Rational(rng.choice((-1, 1)) * rng.randint(1, 97), rng.randint(1, 13)) for s in symbols}
+        try:
+            if not _real_domain(b, point):
                 continue
-            real = abs(va.imag) <= 1e-12 * max(1.0, abs(va)) and abs(vb.imag) <= 1e-12 * max(1.0, abs(vb))
-            if real and abs(va - vb) > 1e-12 * max(1.0, abs(vb)):
-                return False, "symbolic_sampling_signed"
+            vb = complex(sp.N(b.subs(point), 30))
+        except (TypeError, ValueError, ZeroDivisionError):
+            continue
+        if not _real(vb):
+            continue
+        try:
+            va = complex(sp.N(a.subs(point), 30))
+        except (TypeError, ValueError, ZeroDivisionError):
+            return False, "symbolic_sampling_signed"
+        if not _real(va) or abs(va - vb) > 1e-12 * max(1.0, abs(vb)):
+            return False, "symbolic_sampling_signed"
     return True, "symbolic_sampling"
+
+
+def _real(value: complex) -> bool:
+    return math.isfinite(value.real) and abs(value.imag) <= 1e-12 * max(1.0, abs(value))
+
+
+def _real_domain(expr: sp.Expr, point: dict) -> bool:
+    """Whether every logarithm and non-integer power in `expr` has a real argument it is defined
+    for at `point` (positive for a log, at least 0 for a root)."""
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, sp.log):
+            argument, positive = node.args[0], True
+        elif isinstance(node, sp.Pow) and node.exp.is_integer is not True:
+            argument, positive = node.base, False
+        else:
+            continue
+        if argument.free_symbols & point.keys():
+            value = complex(sp.N(argument.subs(point), 30))
+            if not _real(value) or value.real < 0 or positive and value.real == 0:
+                return False
+    return True
 
 
 def _equation_equal(a: sp.Expr, b: sp.Expr) -> tuple[bool, str]:

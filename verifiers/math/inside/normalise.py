@@ -100,9 +100,9 @@ _UNIT_WORDS = {
     "kilogram", "kilograms", "lb", "lbs", "oz", "ounce", "ounces", "ton", "tons", "liter", "liters", "litre",
     "litres", "l", "ml", "gallon", "gallons", "square", "sq", "cubic", "mph", "kmh", "kph", "j", "joule",
     "joules", "n", "newton", "newtons", "w", "watt", "watts", "v", "volt", "volts", "hz", "k", "kelvin", "pa",
-    "ways", "times", "people", "persons", "students", "points", "items", "steps", "pieces", "numbers",
-    "integers", "values", "solutions", "terms", "digits", "cookies", "apples", "books", "pages", "marbles",
-    "coins", "boxes", "cars", "trees", "handshakes", "games", "matches", "tiles", "cubes",
+    "celsius", "fahrenheit", "ways", "times", "people", "persons", "students", "points", "items", "steps",
+    "pieces", "numbers", "integers", "values", "solutions", "terms", "digits", "cookies", "apples", "books",
+    "pages", "marbles", "coins", "boxes", "cars", "trees", "handshakes", "games", "matches", "tiles", "cubes",
 }
 _PERCENT = re.compile(r"\\%|%|\s*\b(?:percent|per\s+cent|percentage|pct)\b\.?", re.IGNORECASE)
 _CURRENCY = re.compile(r"\\\$|\$|€|£|¥|\\euro|\\pounds|\b(?:USD|EUR|Rs)\b")
@@ -111,10 +111,14 @@ _RELATIONS = [
     (r"\\neq|\\ne(?![a-zA-Z])|≠|=/=", "!="), (r"\\lt(?![a-zA-Z])", "<"), (r"\\gt(?![a-zA-Z])", ">"),
 ]
 _UNICODE = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "π": "\\pi", "∞": "\\infty", "√": "\\sqrt",
+            "℃": "°C", "℉": "°F",
             "∪": "\\cup", "∩": "\\cap", "∈": "\\in", "∅": "\\emptyset", "²": "^2", "³": "^3", "±": "\\pm",
             "或者": " or ", "或": " or ", "且": " and ", "和": " and "}
 
 
+# "negative 5", "minus 5": the sign of the number after it (round 15: the word was dropped, so
+# "negative 5" answered a gold of 5 and not one of -5). Not after a value: "10 minus 3" subtracts.
+SIGN_WORD = re.compile(r"(?<![\d)}\]]\s)(?<![\w)}\]])(?:negative|minus)\s+(?=\$?\s*\d)", re.IGNORECASE)
 # Scale words after a number: one table for number words, answers read with a scale word, and the
 # last-number rule ("about 2.5 million").
 SCALE_WORDS = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
@@ -128,6 +132,8 @@ _VALUE_WORDS = {"squared", "cubed", "inverse", "reciprocal", "recurring", "repea
 _UNIT_POWERS = {"squared", "cubed"}
 # What a one-letter unit may follow: digits and the signs of a number ("5", "2 * 10^{8}", "\\frac{1}{2}").
 _PLAIN_NUMBER = re.compile(r"[\s\d.*/^{}()+-]*\d[\s\d.*/^{}()+-]*")
+_DEGREE_SIGN = r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|°|\\degree(?![a-zA-Z])"
+_TEMPERATURE = re.compile(rf"\s*(?:{_DEGREE_SIGN})\s*([CF])(?![A-Za-z])")
 _CJK_UNIT = re.compile(r"(.*[\d}])\s*([\u3400-\u9fff]+)\s*", re.DOTALL)
 
 
@@ -259,7 +265,10 @@ def _normalise(text: str) -> Normalised:
     s = re.sub(r"\\begin\{[pbBvV]?matrix\}|\\begin\{array\}|\\begin\{smallmatrix\}", r"\\matrix{", s)
     s = re.sub(r"\\end\{[pbBvV]?matrix\}|\\end\{array\}|\\end\{smallmatrix\}", "}", s)
     s = _trig_degrees(s)
-    s, degree_signs = re.subn(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|°|\\degree(?![a-zA-Z])", "", s)
+    # A temperature ("25^\circ C", "25°C", "25 ℃") is the value with a unit word, not an angle and not
+    # the product 25·C (round 15: a gold of 25°C refused an honest 25).
+    s = _TEMPERATURE.sub(lambda m: " celsius" if m.group(1) == "C" else " fahrenheit", s)
+    s, degree_signs = re.subn(_DEGREE_SIGN, "", s)
     percent = False
     if _PERCENT.search(s):
         percent = True
@@ -272,7 +281,7 @@ def _normalise(text: str) -> Normalised:
     s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", r"\\Reals", s)
     for pattern, repl in _RELATIONS:
         s = re.sub(pattern, repl, s)
-    s = _without_qualifier(_without_adverb(s))
+    s = _without_qualifier(_without_adverb(SIGN_WORD.sub("-", s)))
     # The value before an approximation counts ("1/3 \approx 0.33"), unless it is only a name ("x \approx 11").
     exact, *approx = re.split(r"\\approx|≈|\\sim(?![a-zA-Z])", s, maxsplit=1)
     s = exact if not approx or re.search(r"\d", exact) else approx[0]

@@ -396,7 +396,12 @@ class _Parser:
             if self.accept("["):
                 index = self.expr()
                 self.expect("]")
-                return sp.root(self.braced(), index)
+                radicand = self.braced()
+                # An odd root of a negative number is the real one: \sqrt[3]{-8} is -2 (round 15: sympy's
+                # principal root is complex, so an honest -2 got nothing).
+                if radicand.is_number and radicand.is_negative and index.is_integer and index.is_odd:
+                    return -sp.root(-radicand, index)
+                return sp.root(radicand, index)
             return sp.sqrt(self.braced())
         if name in ("log", "ln", "lg") and self.accept("_"):
             base = self.braced() if self.peek() and self.peek()[1] == "{" else self.atom()
