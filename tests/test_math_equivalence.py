@@ -48,7 +48,7 @@ EQUAL = [
     # Round 15: real odd roots, temperatures, sign words.
     ("-2", r"\boxed{\sqrt[3]{-8}}"), (r"-\sqrt[3]{2}", r"\boxed{\sqrt[3]{-2}}"), ("25", r"\boxed{25^\circ\text{C}}"),
     (r"25^\circ \text{C}", r"\boxed{25}"), ("100", "The water boils at $\\boxed{100 ℃}$."),
-    ("-5", r"\boxed{\text{minus } 5}"), ("-5", "The answer is negative 5."),
+    ("-5", r"\boxed{\text{minus } 5}"), ("-5", "The answer is negative 5."), ("25", "The answer is not 24 but 25."),
 ]
 
 NOT_EQUAL = [
@@ -78,11 +78,14 @@ NOT_EQUAL = [
 ]
 
 # A word after a number that changes its value is no unit to strip (round 15: each of these matched
-# the bare number). They are not read as values either, so they get nothing.
+# the bare number). They are not read as values either, so they get nothing; nor is a denial or a bound.
 CHANGED_BY_A_WORD = [
     ("5", r"\boxed{5 \text{ squared}}"), ("5", r"\boxed{5 \text{ cubed}}"), ("3", r"\boxed{3 \text{ halves}}"),
     ("7", r"\boxed{7 \text{ hundredths}}"), ("5", r"\boxed{5 \text{ below zero}}"), ("5", r"\boxed{5 \text{ inverse}}"),
     ("5", r"\boxed{5 \text{ recurring}}"), ("2", r"\boxed{2 \text{ factorial}}"),
+    # An answer phrase that denies or bounds names no value (round 15: each was rewarded).
+    ("24", "The answer is not 24."), ("24", "The answer is at least 24."), ("24", "**Final answer:** not $24$"),
+    ("24", "The answer is between 20 and 24."), ("24", "The answer is less than 24."),
 ]
 
 UNPARSABLE = [r"\boxed{}", r"\boxed{1 +}", r"\boxed{)(}", "I do not know, the answer cannot be determined here at all"]
@@ -123,7 +126,7 @@ def test_an_answer_equal_where_the_gold_is_real_is_correct(math_verifier, sandbo
 
 
 @pytest.mark.parametrize(("gold", "response"), CHANGED_BY_A_WORD)
-def test_a_word_that_changes_the_value_is_not_stripped(math_verifier, sandbox, gold, response):
+def test_a_word_that_changes_or_denies_the_value_gets_nothing(math_verifier, sandbox, gold, response):
     task = math_verifier.parse_task({"answer": gold})
     outcome = math_verifier.verify(task, response, VerifyContext(sandbox))
     assert outcome.verdict in (Verdict.invalid_format, Verdict.incorrect), outcome.evidence

@@ -61,6 +61,11 @@ _RETRACTION = re.compile(
     r"|correction|correcting|scratch\s+that|I\s+was\s+wrong|let\s+me\s+(?:correct|fix|redo)\b)"
     r"|错了|不对|有误|更正", re.IGNORECASE)
 _DENIAL = re.compile(r"not\b|never\b", re.IGNORECASE)
+# An answer phrase that opens with a denial or a bound names no value: "the answer is not 24", "is at
+# least 24", "is between 20 and 24" (round 15: each answered a gold of 24). One that goes on to a value
+# still gives it: "the answer is not 24 but 25".
+_NO_VALUE = re.compile(r"[\s*_$]*(?:not|never|at\s+(?:least|most)|no\s+(?:more|less|fewer)\s+than|up\s+to|between"
+                       r"|(?:less|more|greater|fewer|smaller|larger|bigger)\s+than)\b", re.IGNORECASE)
 # Every match of `_RETRACTION` holds one of these (lower case): a test before the regex.
 _RETRACTION_WORDS = ("wrong", "incorrect", "not correct", "correcti", "not right", "mistake", "error", "scratch",
                      "let me", "错", "不对", "有误", "更正")
@@ -262,6 +267,9 @@ def _phrase_answer(tail: str) -> list[str]:
     sentence = re.split(r"(?<=[^\d\s])\.(?:\s|$)|\n", tail, maxsplit=1)[0].strip().rstrip(" .;!")
     # Markdown emphasis around the answer ("**6**") is not part of it.
     sentence = sentence.strip(_EMPHASIS_EDGES).rstrip(" .;!")
+    bound = _NO_VALUE.match(sentence)
+    if bound and ("between" in bound.group(0).lower() or len(_NUMBER.findall(sentence)) <= 1):
+        return []
     boxed = boxes(sentence)
     if boxed:
         return boxed
@@ -419,6 +427,8 @@ def extract_answer(response: str, last_number_fallback: bool = True, is_gold: bo
         found = _phrase_answer(text[start:])
         if found:
             return Extraction(found, "answer_phrase")
+        if _NO_VALUE.match(text, start):
+            return Extraction([], "answer_phrase_without_value")
     gsm8k = list(_GSM8K.finditer(text))
     if gsm8k:
         return Extraction([gsm8k[-1].group(1).strip()], "gsm8k")
