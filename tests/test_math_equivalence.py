@@ -49,6 +49,7 @@ EQUAL = [
     ("-2", r"\boxed{\sqrt[3]{-8}}"), (r"-\sqrt[3]{2}", r"\boxed{\sqrt[3]{-2}}"), ("25", r"\boxed{25^\circ\text{C}}"),
     (r"25^\circ \text{C}", r"\boxed{25}"), ("100", "The water boils at $\\boxed{100 ℃}$."),
     ("-5", r"\boxed{\text{minus } 5}"), ("-5", "The answer is negative 5."), ("25", "The answer is not 24 but 25."),
+    (r"100^\circ\text{C}", r"\boxed{212^\circ\text{F}}"),
 ]
 
 NOT_EQUAL = [
@@ -73,6 +74,7 @@ NOT_EQUAL = [
     (r"\ln|x| + C", r"\boxed{\ln x + C}"), (r"\ln(x^2)", r"\boxed{2\ln x}"), (r"\sqrt{|x|}", r"\boxed{\sqrt{x}}"),
     ("x", r"\boxed{\sqrt{x^2}}"), (r"\sqrt{x^2+2x+1}", r"\boxed{x+1}"),
     ("5", "The answer is negative 5."), ("2", r"\boxed{\sqrt[3]{-8}}"), ("26", r"\boxed{25^\circ\text{C}}"),
+    (r"100^\circ\text{C}", r"\boxed{100^\circ\text{F}}"),
     # Two scale words are part of both values (round 15: "5 billion" matched a gold of "5 million").
     (r"5 \text{ million}", r"\boxed{5 \text{ billion}}"), (r"3 \text{ million}", r"\boxed{3 \text{ thousand}}"),
 ]
@@ -85,7 +87,8 @@ CHANGED_BY_A_WORD = [
     ("5", r"\boxed{5 \text{ recurring}}"), ("2", r"\boxed{2 \text{ factorial}}"),
     # An answer phrase that denies or bounds names no value (round 15: each was rewarded).
     ("24", "The answer is not 24."), ("24", "The answer is at least 24."), ("24", "**Final answer:** not $24$"),
-    ("24", "The answer is between 20 and 24."), ("24", "The answer is less than 24."),
+    ("24", "The answer is between 20 and 24."), ("24", "The answer is less than 24."), ("24", "The total is not 24."),
+    ("24", "Checking the constraints, the value lies between 20 and 24."),
 ]
 
 UNPARSABLE = [r"\boxed{}", r"\boxed{1 +}", r"\boxed{)(}", "I do not know, the answer cannot be determined here at all"]

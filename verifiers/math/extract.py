@@ -61,6 +61,9 @@ _RETRACTION = re.compile(
     r"|correction|correcting|scratch\s+that|I\s+was\s+wrong|let\s+me\s+(?:correct|fix|redo)\b)"
     r"|错了|不对|有误|更正", re.IGNORECASE)
 _DENIAL = re.compile(r"not\b|never\b", re.IGNORECASE)
+# The last number of a text, read as its answer, is none when a denial or a bound stands right before it.
+_DENIED_BEFORE = re.compile(r"(?:\b(?:not|never|cannot\s+be|can't\s+be|isn't|at\s+(?:least|most)|(?:less|more|greater|"
+                            r"fewer|smaller|larger|bigger)\s+than)|\bbetween\s+\S+\s+and)\s*\$?\s*$", re.IGNORECASE)
 # An answer phrase that opens with a denial or a bound names no value: "the answer is not 24", "is at
 # least 24", "is between 20 and 24" (round 15: each answered a gold of 24). One that goes on to a value
 # still gives it: "the answer is not 24 but 25".
@@ -448,6 +451,9 @@ def extract_answer(response: str, last_number_fallback: bool = True, is_gold: bo
         return Extraction(inline, "last_inline_math")
     if last_number_fallback:
         numbers = list(_NUMBER.finditer(text))
+        if numbers and _DENIED_BEFORE.search(text, max(0, numbers[-1].start() - 40), numbers[-1].start()):
+            # "the total is not 24", "cannot be 24", "lies between 20 and 24": no value (round 15)
+            return Extraction([], "last_number_denied")
         if numbers:
             return Extraction(_last_numbers(text, numbers), "last_number")
     if short:

@@ -14,7 +14,7 @@ from verifiers.math.inside.answer import Parsed
 from verifiers.math.inside.choices import choice_equal
 from verifiers.math.inside.normalise import SCALE_WORDS
 from verifiers.math.inside.parse import MAX_EXPANSION, based_numeral_value, expansion_size
-from verifiers.math.inside.units import factor
+from verifiers.math.inside.units import factor, in_kelvin
 
 # Exact comparison is numeric at 60 digits with a relative threshold, so 1/2^99 and
 # 1/2^98 stay different while identities simplify would be slow to prove are found.
@@ -37,6 +37,12 @@ class Policy:
 def equivalent(answer: Parsed, gold: Parsed, policy: Policy = Policy()) -> tuple[bool, str]:
     """Return (equal, how)."""
     answer, gold = _letter_as_variable(answer, gold), _letter_as_variable(gold, answer)
+    if answer.unit and gold.unit and answer.unit != gold.unit and answer.kind == gold.kind == "expr":
+        kelvins = in_kelvin(answer.value, answer.unit), in_kelvin(gold.value, gold.unit)
+        if None not in kelvins:  # 100 °F is not 100 °C (round 15)
+            equal, how = equivalent(replace(answer, value=kelvins[0], unit="kelvin"),
+                                    replace(gold, value=kelvins[1], unit="kelvin"), policy)
+            return equal, f"temperature_{how}"
     if answer.unit and gold.unit and answer.unit != gold.unit:
         scale = factor(answer.unit, gold.unit)
         if scale is False:

@@ -59,6 +59,18 @@ def unit_of(text: str) -> sp.Expr | None:
     return None if expr == 1 else expr
 
 
+# Temperature scales convert with an offset, which sympy's units do not model: value -> kelvin.
+_KELVIN = {"k": (sp.Integer(1), sp.Integer(0)), "kelvin": (sp.Integer(1), sp.Integer(0)),
+           "celsius": (sp.Integer(1), sp.Rational(27315, 100)),
+           "fahrenheit": (sp.Rational(5, 9), sp.Rational(5, 9) * sp.Rational(-32) + sp.Rational(27315, 100))}
+
+
+def in_kelvin(value: sp.Expr, unit: str) -> sp.Expr | None:
+    """A temperature in kelvin, or None when `unit` is not a temperature scale."""
+    scale = _KELVIN.get(unit)
+    return None if scale is None else value * scale[0] + scale[1]
+
+
 def factor(answer_unit: str, gold_unit: str) -> sp.Expr | None | bool:
     """How many gold units one answer unit is; False when the dimensions differ; None when
     either side is not a physical unit."""
