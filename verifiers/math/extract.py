@@ -60,15 +60,17 @@ _RETRACTION = re.compile(
     r"|(?:made|make)\s+(?:a|an)\s+(?:mistake|error)|(?:a|my|an)\s+(?:mistake|error)\b|mistaken"
     r"|correction|correcting|scratch\s+that|I\s+was\s+wrong|let\s+me\s+(?:correct|fix|redo)\b)"
     r"|错了|不对|有误|更正", re.IGNORECASE)
-_DENIAL = re.compile(r"not\b|never\b", re.IGNORECASE)
-# The last number of a text, read as its answer, is none when a denial or a bound stands right before it.
-_DENIED_BEFORE = re.compile(r"(?:\b(?:not|never|cannot\s+be|can't\s+be|isn't|at\s+(?:least|most)|(?:less|more|greater|"
-                            r"fewer|smaller|larger|bigger)\s+than)|\bbetween\s+\S+\s+and)\s*\$?\s*$", re.IGNORECASE)
+# Words before a number that deny it or only bound it: no value is given.
+_BOUND_WORDS = (r"not|never|at\s+(?:least|most)|no\s+(?:more|less|fewer)\s+than|up\s+to"
+                r"|(?:less|more|greater|fewer|smaller|larger|bigger)\s+than")
 # An answer phrase that opens with a denial or a bound names no value: "the answer is not 24", "is at
 # least 24", "is between 20 and 24" (round 15: each answered a gold of 24). One that goes on to a value
 # still gives it: "the answer is not 24 but 25".
-_NO_VALUE = re.compile(r"[\s*_$]*(?:not|never|at\s+(?:least|most)|no\s+(?:more|less|fewer)\s+than|up\s+to|between"
-                       r"|(?:less|more|greater|fewer|smaller|larger|bigger)\s+than)\b", re.IGNORECASE)
+_NO_VALUE = re.compile(rf"[\s*_$]*(?:{_BOUND_WORDS}|between)\b", re.IGNORECASE)
+# Likewise the last number of a text, read as its answer: none when a denial or a bound stands right
+# before it ("the total is not 24", "cannot be 24", "lies between 20 and 24").
+_DENIED_BEFORE = re.compile(rf"(?:\b(?:{_BOUND_WORDS}|cannot\s+be|can't\s+be|isn't)|\bbetween\s+\S+\s+and)\s*\$?\s*$",
+                            re.IGNORECASE)
 # Every match of `_RETRACTION` holds one of these (lower case): a test before the regex.
 _RETRACTION_WORDS = ("wrong", "incorrect", "not correct", "correcti", "not right", "mistake", "error", "scratch",
                      "let me", "错", "不对", "有误", "更正")
@@ -165,7 +167,7 @@ def _revised_after_boxes(text: str, spans: list[tuple[int, str]]) -> list[str]:
         return []
     tail = tail[retraction.end():]
     start = _last_phrase(tail)
-    if start is None or _DENIAL.match(tail, start):
+    if start is None or _NO_VALUE.match(tail, start):
         return []  # "an error here: the answer is not -5" denies a value, it does not give one
     return _phrase_answer(tail[start:])
 
@@ -452,7 +454,6 @@ def extract_answer(response: str, last_number_fallback: bool = True, is_gold: bo
     if last_number_fallback:
         numbers = list(_NUMBER.finditer(text))
         if numbers and _DENIED_BEFORE.search(text, max(0, numbers[-1].start() - 40), numbers[-1].start()):
-            # "the total is not 24", "cannot be 24", "lies between 20 and 24": no value (round 15)
             return Extraction([], "last_number_denied")
         if numbers:
             return Extraction(_last_numbers(text, numbers), "last_number")
