@@ -24,7 +24,7 @@ from service.tables import LabelledRecordRow, LabelRow
 from service.ui.queries import SORTS, BadCursor, RecordFilter, record_page
 from tests.conftest import REPO
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
-from tests.test_audit_scale import NOW, _rows, every_page, fill, stored, url  # noqa: F401  (url: a fixture)
+from tests.test_audit_scale import NOW, _rows, every_page, fill, pages_agree, stored, url  # noqa: F401  (url: a fixture)
 
 
 def _label(store: AuditStore, record_id: str, label: str) -> None:
@@ -83,15 +83,7 @@ def test_label_pages_and_review_counts_are_the_stored_labels(url: str):  # noqa:
     extras = ({}, {"verifier": sample.verifier}, {"verdict": sample.verdict}, {"key": sample.caller_key_id},
               {"group": sample.group_id, "key": sample.caller_key_id}, {"task": sample.task_id}, {"flag": flag},
               {"since": NOW - timedelta(hours=10)}, {"verifier": "no_such_verifier"})
-    found_any = 0
-    for label in ("agree", "disagree", "exploit", "any"):
-        for extra in extras:
-            for sort in SORTS:
-                f = RecordFilter(label=label, sort=sort, **extra)
-                found = every_page(store, f, limit=6)
-                assert found == wanted(f), (label, extra, sort)
-                found_any += bool(found)
-    assert found_any > 60
+    assert pages_agree(store, wanted, "label", ("agree", "disagree", "exploit", "any"), extras) > 60
     assert relabelled.id in every_page(store, RecordFilter(label="agree"), 50)
     assert relabelled.id not in every_page(store, RecordFilter(label="exploit"), 50)
 

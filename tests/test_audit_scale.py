@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from service.signing import Signer
 from service.store import AuditStore
 from service.tables import LabelRow, RecordRow, TaskBlobRow
 from service.task_stats import raw_correctness, task_stats
-from service.ui.queries import OverviewFilter, RecordFilter, overview, record_page
+from service.ui.queries import SORTS, OverviewFilter, RecordFilter, overview, record_page
 from tests.conftest import REPO
 from tests.test_audit_postgres import database, postgres_url  # noqa: F401  (fixtures)
 
@@ -161,6 +162,21 @@ def every_page(store: AuditStore, f: RecordFilter, limit: int) -> list[str]:
         if page.next_cursor is None:
             return found
         after = page.next_cursor
+
+
+def pages_agree(store: AuditStore, wanted: Callable[[RecordFilter], list[str]], field: str, values: tuple,
+                extras: tuple[dict, ...]) -> int:
+    """Every page of each filter (`field` at each value, with each extra, in each sort) holds what
+    `wanted` gives for it; how many of them were not empty."""
+    found_any = 0
+    for value in values:
+        for extra in extras:
+            for sort in SORTS:
+                f = RecordFilter(**{field: value}, sort=sort, **extra)
+                found = every_page(store, f, limit=6)
+                assert found == wanted(f), (value, extra, sort)
+                found_any += bool(found)
+    return found_any
 
 
 def test_rollups_answer_as_the_records_do(url: str):
