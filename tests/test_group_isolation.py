@@ -116,16 +116,18 @@ def test_proof_that_runs_to_its_checking_limit(ctx):
 def test_tool_state_trace_whose_replay_runs_to_its_limit(ctx, monkeypatch):
     task = get("tool_state").parse_task(transfer_task(max_calls=2000, max_message_chars=100_000))
     honest = [honest_response(), dumps_trace([{"tool": "list_accounts", "args": {}}, GOLD_TRANSFER], "450 left")]
-    # The largest traces a task allows replay in about a second: measured here, the limit is set
-    # between an honest trace's time and that hostile trace's, so that only the hostile one hits it.
+    # The largest traces a task allows replay in a fraction of a second: measured here, the limit
+    # is set between an honest trace's time and that hostile trace's, so that only the hostile one
+    # hits it. One timing of each is not enough on a loaded machine: a hostile replay once timed
+    # at twice its usual cost set the limit above it (CI, docker). So the limit is a third of the
+    # hostile trace's fastest of three timings, and at least three times an honest trace's slowest.
     verifier = get("tool_state")
     message = " ".join(f"A{i} {i},{i:03d}.5" for i in range(9000))[:99_000]
     hostile = dumps_trace([{"tool": "list_accounts", "args": {}}] * 1999 + [GOLD_TRANSFER], message)
     verifier.verify_many(task, honest, ctx)
-    _, honest_s = timed(lambda: verifier.verify_many(task, honest, ctx))
-    _, hostile_s = timed(lambda: verifier.verify_many(task, [hostile], ctx))
-    per_honest = honest_s / len(honest)
-    assert hostile_s > 4 * per_honest, (hostile_s, per_honest)
-    limit = max(2 * per_honest, hostile_s / 2)
+    per_honest = max(timed(lambda: verifier.verify_many(task, honest, ctx))[1] for _ in range(3)) / len(honest)
+    hostile_s = min(timed(lambda: verifier.verify_many(task, [hostile], ctx))[1] for _ in range(3))
+    limit = hostile_s / 3
+    assert limit >= 3 * per_honest, (hostile_s, per_honest)
     monkeypatch.setattr(tool_state_runner, "RESPONSE_TIMEOUT_S", limit)
     check_isolated("tool_state", task, hostile, honest, limit, ctx)
