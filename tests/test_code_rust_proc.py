@@ -1,7 +1,7 @@
 """Rust on the process backend: rustc 1.63 finds its installation through /proc/self/exe,
 and a process-backend job has an empty /proc. The compile job gives rustc a /proc of its
 own that holds one link, `self/exe` -> /usr/bin/rustc (verifiers/code/inside/native.py);
-the candidate's program still runs with an empty /proc. These tests pin down both sides
+the candidate's program still runs with a /proc of no process. These tests pin down both sides
 of that: what the compile can see, and what the program sees when it runs."""
 
 from __future__ import annotations
@@ -35,15 +35,18 @@ def _verify(ctx: VerifyContext, task: dict, code: str):
     return outcome, outcome.reward(parsed)
 
 
-def test_the_program_still_runs_with_an_empty_proc(ctx):
-    # At run time the link is gone: no /proc/self/exe, no entry in /proc at all. The task
+def test_the_program_still_runs_with_a_proc_of_no_process(ctx):
+    # At run time the link is gone: no /proc/self/exe, no process in /proc, only `self`
+    # holding `fd`, the link to the job's own stream files (inside/streams.py). The task
     # expects exactly that, so a reward of 1 is the proof.
-    probe = ('fn main() {\n  let entries = std::fs::read_dir("/proc").map(|d| d.count()).unwrap_or(999);\n'
+    probe = ('fn main() {\n  let names = |p: &str| std::fs::read_dir(p).map(|d| d.map(|e| e.unwrap().file_name()'
+             '.into_string().unwrap()).collect::<Vec<_>>().join(",")).unwrap_or_else(|_| "none".into());\n'
              '  let exe = std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string())'
              '.unwrap_or_else(|_| "none".to_string());\n'
              '  let me = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "none".into());\n'
-             '  println!("entries={} exe={} current_exe={}", entries, exe, me);\n}\n')
-    task = {"io_cases": [{"stdin": "", "stdout": "entries=0 exe=none current_exe=none\n"}], "time_limit_s": 2.0}
+             '  println!("proc={} self={} exe={} current_exe={}", names("/proc"), names("/proc/self"), exe, me);\n}\n')
+    task = {"io_cases": [{"stdin": "", "stdout": "proc=self self=fd exe=none current_exe=none\n"}],
+            "time_limit_s": 2.0}
     outcome, reward = _verify(ctx, task, probe)
     assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence
     honest, reward = _verify(ctx, SUM, HONEST)

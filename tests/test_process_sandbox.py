@@ -98,12 +98,15 @@ def test_no_network(box):
 
 
 def test_system_is_read_only_and_host_files_are_hidden(box):
-    script = "touch /usr/x; touch /etc/x; ls /root /work /home 2>&1; ls /proc | wc -l"
+    script = ("touch /usr/x; touch /etc/x; touch /proc/x; ls /root /work /home 2>&1;"
+              " echo $(ls -A /proc) $(ls -A /proc/self) $(readlink /proc/self/fd)")
     result = box.run(Job(command=["sh", "-c", script]))
     out = result.stdout.decode() + result.stderr.decode()
-    assert "Read-only file system" in out
+    assert "touch: cannot touch '/proc/x': Read-only file system" in out
+    assert "touch: cannot touch '/usr/x': Read-only file system" in out
     assert "No such file or directory" in out  # /work (this repository) and /root's files are not there
-    assert result.stdout.decode().strip().splitlines()[-1] == "0"  # an empty /proc
+    # No process in /proc: only the link through which a job's streams open by path.
+    assert result.stdout.decode().strip().splitlines()[-1] == "self fd /tmp/work/.assay-fd"
 
 
 def test_scratch_is_private_to_each_job(box):

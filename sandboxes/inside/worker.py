@@ -11,7 +11,8 @@ speaks to the host. How the job is walled in depends on the worker's mode (an
 `Isolation`):
 
 - namespaces (default): the job is PID 1 of fresh user, PID, mount and IPC namespaces,
-  with a fresh tmpfs scratch at /tmp and an empty /proc. When it exits the kernel kills
+  with a fresh tmpfs scratch at /tmp and a /proc of no process (read-only, holding only
+  the link self/fd -> JOB_FD_DIR, which the job fills). When it exits the kernel kills
   everything it started, so a fork bomb or a `setsid` escapee cannot outlive the job.
 - container (`--container=UID`, the docker backend): Docker's seccomp profile forbids
   `unshare`, so the job gets no new namespaces; it gets a uid of its own instead. The
@@ -76,6 +77,10 @@ from sandboxes.frames import (  # noqa: E402
 )
 
 SCRATCH = "/tmp/work"
+# Namespace mode: the job's /proc/self/fd, which /dev/stdin, /dev/stdout and /dev/fd/N lead
+# through, is a link to this directory of its own scratch. The job fills it (a code runner
+# puts its program's stdin there as `0`); the sandbox puts nothing in it.
+JOB_FD_DIR = SCRATCH + "/.assay-fd"
 STDIN_FD, STDOUT_FD, STDERR_FD, CHANNEL_FD = 0, 1, 2, 3
 # Descriptors closed one by one where /proc/self/fd cannot be listed.
 FALLBACK_MAX_FD = 4096
@@ -115,6 +120,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
@@ -269,9 +275,15 @@ class NamespaceIsolation(Isolation):
 
     def wall_in_job(self) -> None:
         # A fresh procfs cannot be mounted under bwrap's partly read-only /proc, so the
-        # job gets an empty /proc: it sees no process, and its PID namespace keeps it
-        # from addressing any process outside.
-        _mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555")
+        # job gets a /proc of its own: it sees no process, and its PID namespace keeps it
+        # from addressing any process outside. It holds one link, self/fd -> JOB_FD_DIR,
+        # so that a program opening /dev/stdin finds what its runner put there (a program
+        # that reads `/dev/stdin` instead of fd 0 is common in contest code); read-only.
+        flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+        _mount("none", "/proc", "tmpfs", flags, "size=16k,mode=0555")
+        os.mkdir("/proc/self", 0o555)
+        os.symlink(JOB_FD_DIR, "/proc/self/fd")
+        _mount("none", "/proc", "", MS_REMOUNT | MS_RDONLY | flags)
 
     def after_job_exit(self, pid: int) -> None:
         pass  # the end of the PID namespace killed everything the job started

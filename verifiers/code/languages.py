@@ -38,6 +38,9 @@ class Language:
     # The compiler finds its installation through /proc/self/exe (rustc 1.63 panics
     # without it): where a job has an empty /proc, its compile gets that one link.
     needs_own_exe: bool = False
+    # Files of ours written beside the source for the compile ({name: text}); the compile
+    # command names them.
+    support_files: dict[str, str] = field(default_factory=dict)
 
 
 # Real paths, not /usr/bin's alternatives: where a job has no /proc (the process backend),
@@ -46,16 +49,39 @@ JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 JAVA_ENV = {"LD_LIBRARY_PATH": f"{JAVA_HOME}/lib"}
 GO_TOOLS = "/usr/lib/go/pkg/tool/linux_amd64"
 GCC_FLAGS = ("-O2", "-pipe", "-fdiagnostics-color=never", "-fno-diagnostics-show-caret")
+# A thread started without a stack size (`std::thread`, `pthread_create(..., NULL, ...)`):
+# glibc sizes its stack from the stack limit, which the judge sets as large as the memory
+# limit so that the main thread can recurse deep (inside/native.py), and the address-space
+# limit cannot hold a second stack that size, so the thread would fail to start. Linked
+# into every C and C++ program: such threads get the 8 MiB of a usual `ulimit -s` instead.
+# Valid C and C++ (g++ compiles a .c file as C++, and defines _GNU_SOURCE itself).
+THREAD_STACK_MB = 8
+THREAD_STACK_FILE = "assay_thread_stack.c"
+THREAD_STACK_SOURCE = f"""/* Assay: threads started without a stack size get {THREAD_STACK_MB} MiB
+   (verifiers/code/languages.py). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+
+__attribute__((constructor)) static void assay_default_thread_stack(void) {{
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) return;
+    if (pthread_attr_setstacksize(&attr, (size_t){THREAD_STACK_MB} << 20) == 0) pthread_setattr_default_np(&attr);
+    pthread_attr_destroy(&attr);
+}}
+"""
+C_SUPPORT = {THREAD_STACK_FILE: THREAD_STACK_SOURCE}
 
 LANGUAGES: dict[str, Language] = {
     "c": Language(
-        "c", "main.c", ("/usr/bin/gcc", "-std=gnu17", *GCC_FLAGS, "-o", "main", "main.c", "-lm"), ("main",),
-        ("./main",), ("/usr/bin/gcc", "-dumpfullversion"), executables=("main",),
-        out_of_memory=(b"Cannot allocate memory",)),
+        "c", "main.c", ("/usr/bin/gcc", "-std=gnu17", *GCC_FLAGS, "-o", "main", "main.c", THREAD_STACK_FILE, "-lm"),
+        ("main",), ("./main",), ("/usr/bin/gcc", "-dumpfullversion"), executables=("main",),
+        out_of_memory=(b"Cannot allocate memory",), support_files=C_SUPPORT),
     "cpp": Language(
-        "cpp", "main.cpp", ("/usr/bin/g++", "-std=gnu++17", *GCC_FLAGS, "-o", "main", "main.cpp"), ("main",),
-        ("./main",), ("/usr/bin/g++", "-dumpfullversion"), executables=("main",),
-        out_of_memory=(b"std::bad_alloc",)),
+        "cpp", "main.cpp", ("/usr/bin/g++", "-std=gnu++17", *GCC_FLAGS, "-o", "main", "main.cpp", THREAD_STACK_FILE),
+        ("main",), ("./main",), ("/usr/bin/g++", "-dumpfullversion"), executables=("main",),
+        out_of_memory=(b"std::bad_alloc",), support_files=C_SUPPORT),
     "rust": Language(
         "rust", "main.rs", ("/usr/bin/rustc", "--edition", "2021", "-O", "-C", "strip=symbols",
                             "-C", "codegen-units=4", "-o", "main", "main.rs"), ("main",),

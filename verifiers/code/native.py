@@ -215,7 +215,7 @@ def _compile_key(sandbox: Sandbox, language: Language, source: str,
 
 
 def _compile_payload(language: Language, main: str, argv: list[str], source: str, testlib: bool) -> dict[str, Any]:
-    return {"files": {language.source.format(main=main): source}, "argv": argv,
+    return {"files": {**language.support_files, language.source.format(main=main): source}, "argv": argv,
             "env": fill_env(language.compile_env), "artifacts": list(fill(language.artifacts, main=main)),
             "wall_s": COMPILE_WALL_S, "testlib": testlib, "needs_own_exe": language.needs_own_exe}
 
@@ -309,7 +309,7 @@ def batch_limits(task: CodeTask, language: Language, cpu: float, wall: float, ca
     return Limits(wall_s=cases * (wall + CASE_END_S) + RUNNER_MARGIN_S,
                   cpu_s=cpu + RUNNER_MARGIN_S + cases * RUNNER_CPU_PER_CASE_S,
                   memory_mb=task.memory_mb + virtual + RUNNER_MEMORY_MB, processes=language.processes,
-                  output_bytes=cases * 2 * task.output_bytes + BATCH_OUTPUT_SLACK, file_size_mb=16, open_files=64,
+                  output_bytes=cases * 2 * task.output_limit_bytes + BATCH_OUTPUT_SLACK, file_size_mb=16, open_files=64,
                   scratch_mb=64)
 
 
@@ -336,7 +336,7 @@ Plan = list[tuple[str, bool, IOCase]]
 def _batches(task: CodeTask, plan: Plan) -> list[Plan]:
     """The cases in order, cut into batches whose inputs fit a job's payload and whose
     outputs fit its captured stdout (at least one case each)."""
-    per_batch = max(1, min(BATCH_CASES, BATCH_OUTPUT_BYTES // (2 * task.output_bytes)))
+    per_batch = max(1, min(BATCH_CASES, BATCH_OUTPUT_BYTES // (2 * task.output_limit_bytes)))
     batches: list[Plan] = []
     size = 0
     for item in plan:
@@ -480,7 +480,7 @@ def _cases_payload(task: CodeTask, language: Language, compiled: Compiled, batch
     payload = _run_payload(language, compiled, task.memory_mb, "", cpu, wall)
     del payload["stdin"]
     payload["limits"] = {key: payload.pop(key) for key in ("wall_s", "cpu_s", "address_space_mb", "stack_mb")}
-    payload["limits"]["output_bytes"] = task.output_bytes
+    payload["limits"]["output_bytes"] = task.output_limit_bytes
     payload["cases"] = [case.stdin for _, _, case in batch]
     payload["stop_on_failure"] = not task.partial_credit
     return payload

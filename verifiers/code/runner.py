@@ -91,7 +91,7 @@ def candidate_limits(task: CodeTask) -> Limits:
         cpu_s=task.time_limit_s,
         memory_mb=task.memory_mb,
         processes=CANDIDATE_PROCESSES,
-        output_bytes=task.output_bytes,
+        output_bytes=task.output_limit_bytes,
         file_size_mb=16,
         open_files=64,
         scratch_mb=64,

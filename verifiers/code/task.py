@@ -5,12 +5,17 @@ from __future__ import annotations
 import ast
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from verifiers.base import TaskBase
 
 MAX_TEST_CHARS = 1_000_000
 MAX_CASES = 1000
+DEFAULT_OUTPUT_BYTES = 1_000_000
+MAX_OUTPUT_BYTES = 64_000_000
+# Left at its default, the output limit makes room for the task's own answers: this many
+# times the largest expected stdout (a right answer may space or format it otherwise).
+OUTPUT_ROOM = 2
 
 
 class IOCase(BaseModel):
@@ -73,12 +78,25 @@ class CodeTask(TaskBase):
     float_tolerance: float = Field(1e-6, ge=0.0, le=1.0)
     time_limit_s: float = Field(5.0, gt=0.0, le=60.0, description="per test")
     memory_mb: int = Field(512, ge=64, le=8192)
-    output_bytes: int = Field(1_000_000, ge=1024, le=64_000_000)
+    output_bytes: int = Field(
+        DEFAULT_OUTPUT_BYTES, ge=1024, le=MAX_OUTPUT_BYTES,
+        description="stdout/stderr cap per run. Left unset: at least twice the largest expected stdout.")
     partial_credit: bool = False
     # Interactive problems (verifiers/code/interactive.py): each io case's stdin is the
     # interactor's input file and its stdout the interactor's answer file.
     interactor: Checker | None = Field(
         None, description="An interactor for io_cases, in a sandbox of its own (testlib conventions).")
+
+    _largest_answer: int = PrivateAttr(0)
+
+    @property
+    def output_limit_bytes(self) -> int:
+        """What one run may write to stdout (and to stderr): `output_bytes` as given, or, left
+        at its default, room for the task's own answers (an interactor's answer files are
+        not the program's output)."""
+        if "output_bytes" in self.model_fields_set or self.interactor is not None:
+            return self.output_bytes
+        return max(self.output_bytes, min(MAX_OUTPUT_BYTES, OUTPUT_ROOM * self._largest_answer))
 
     @model_validator(mode="after")
     def _check_shape(self) -> CodeTask:
@@ -105,6 +123,12 @@ class CodeTask(TaskBase):
             raise ValueError("`interactor` goes with `io_cases` (the interactor's input and answer files)")
         if self.interactor is not None and self.checker is not None:
             raise ValueError("give at most one of `checker` and `interactor` (the interactor decides)")
+        cases = [*(self.io_cases or []), *(self.visible_io_cases or [])]
+        self._largest_answer = max((len(case.stdout.encode()) for case in cases), default=0)
+        if (self.interactor is None and "output_bytes" in self.model_fields_set
+                and self._largest_answer > self.output_bytes):
+            raise ValueError(f"output_bytes ({self.output_bytes}) is smaller than an io case's expected stdout "
+                             f"({self._largest_answer} bytes): every right answer would be cut off")
         if self.prompt is not None and self.language == "python":
             try:
                 ast.parse(self.prompt)

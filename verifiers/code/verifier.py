@@ -77,7 +77,7 @@ def _verdict(runs: list[TestRun], violations: list[str]) -> Verdict:
 @register
 class CodeVerifier(Verifier):
     name = "code"
-    version = "1.4.0"
+    version = "1.5.0"
     description = (
         "Code judged by hidden tests: Python with HumanEval-style check(candidate) or stdin/stdout "
         "cases (candidate and tests in separate sandboxed processes); C, C++, Java, JavaScript, Go "
@@ -241,7 +241,7 @@ class CodeVerifier(Verifier):
             "peak_memory_mb": round(max((run.peak_memory_mb for run in runs), default=0.0), 1),
             "killed_by": sorted({run.killed_by for run in runs if run.killed_by}),
             "limits": {"time_limit_s": task.time_limit_s, "memory_mb": task.memory_mb,
-                       "output_bytes": task.output_bytes},
+                       "output_bytes": task.output_limit_bytes},
             **({"language": task.language, "cpu_limit_s": round(_time_budget(task), 4)}
                if task.language != "python" else {}),
         }

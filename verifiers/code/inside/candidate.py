@@ -26,6 +26,7 @@ import traceback
 from typing import Any
 
 from verifiers.code.inside import values
+from verifiers.code.inside.streams import stdin_descriptor
 from verifiers.code.wire import (  # noqa: F401  (re-exported names the candidate side uses)
     AUDIT_KINDS,
     AUDIT_MARKER,
@@ -193,11 +194,9 @@ def serve(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
 def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
     """Run a stdin/stdout program. Its stdout goes to the sandbox's captured fd 1 and is
     compared on the trusted host; the expected output never enters this process."""
-    data = payload.get("stdin", "").encode()
-    # A memfd on fd 0 serves input(), sys.stdin and open(0) alike, whatever the size.
-    fd = os.memfd_create("stdin")
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
+    # A seekable fd 0 serves input(), sys.stdin and open(0) alike, whatever the size, and
+    # open('/dev/stdin') too (streams.py).
+    fd = stdin_descriptor(payload.get("stdin", "").encode())
     os.dup2(fd, 0)
     os.close(fd)
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")

@@ -9,7 +9,8 @@ runs it once per case, each time as a fresh process tree under that case's limit
   tree (this runner is the subreaper of everything the program starts and reaps it all);
 - memory: RLIMIT_AS (C, C++, Rust) and the peak RSS of the tree;
 - output: stdout and stderr each read through a pipe and capped, the tree killed when
-  one goes over; wall: the tree killed at the case's deadline;
+  one goes over; wall: the tree killed at the case's deadline; the streams can be opened
+  by path too (`/dev/stdin`, `/dev/stdout`: inside/streams.py);
 - between cases, nothing of one case is left for the next: each case runs in a directory
   of its own, made for it with the program's files and removed after it; in a sandbox,
   every process of the job but this runner is killed and reaped, every file the job could
@@ -53,6 +54,7 @@ from verifiers.code.inside.native import (
     spawn,
     write_files,
 )
+from verifiers.code.inside.streams import case_streams
 
 READ_CHUNK = 65536
 # The scratch directory the sandbox worker gives a job in both isolated modes
@@ -230,21 +232,13 @@ def _run_one(argv: list[str], env: dict[str, str], stdin: bytes, program_fd: int
              rlimits: Rlimits, scope: Scope) -> tuple[dict[str, Any], bytes, bytes]:
     """One case: the program with this stdin, its outputs captured, its tree ended and
     counted. (report, stdout, stderr)."""
-    stdin_fd = os.memfd_create("stdin")
-    view = memoryview(stdin)
-    while view:
-        view = view[os.write(stdin_fd, view):]
-    os.lseek(stdin_fd, 0, os.SEEK_SET)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
+    stdin_fd, (out_r, out_w), (err_r, err_w) = case_streams(stdin)
     started = time.monotonic()
     deadline = started + float(limits["wall_s"])
     pid = spawn(argv, env, stdin_fd, out_w, err_w, rlimits, program_fd)
     for fd in (stdin_fd, out_w, err_w):
         os.close(fd)
     outputs = [_Output(out_r, int(limits["output_bytes"])), _Output(err_r, int(limits["output_bytes"]))]
-    for output in outputs:
-        os.set_blocking(output.fd, False)
     pidfd = os.pidfd_open(pid)
     status = usage = None
     killed_by = None

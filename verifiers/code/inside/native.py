@@ -35,6 +35,8 @@ import signal
 import time
 from typing import Any
 
+from verifiers.code.inside.streams import stdin_descriptor
+
 PR_SET_CHILD_SUBREAPER = 36
 # close_range(2) (Linux 5.11+; the same number on x86-64 and arm64) with CLOSE_RANGE_CLOEXEC.
 SYS_CLOSE_RANGE = 436
@@ -453,11 +455,8 @@ def run_program(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
         os.chmod(name, 0o755)
     argv = list(payload["argv"])
     program_fd = program_descriptor(argv, files, list(payload.get("executables") or []))
-    data = (payload.get("stdin") or "").encode()
-    # A memfd serves any size of input without a writer that could block.
-    stdin_fd = os.memfd_create("stdin")
-    os.write(stdin_fd, data)
-    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    # A file or memfd serves any size of input without a writer that could block.
+    stdin_fd = stdin_descriptor((payload.get("stdin") or "").encode())
     return _run(argv, dict(payload.get("env") or {}), stdin_fd, 1, 2,
                 float(payload["wall_s"]), payload.get("cpu_s"), payload.get("address_space_mb"),
                 payload.get("stack_mb"), program_fd)
