@@ -91,8 +91,10 @@ def bare(language: str, source: str, cases: list[dict[str, str]], compile_it: bo
         work = work or tmp
         job_env = {"PATH": JOB_PATH, "LANG": "C.UTF-8", "HOME": work, "TMPDIR": work}
         if compile_it:
-            with open(os.path.join(work, lang.source.format(main=main)), "w") as f:
-                f.write(source)
+            # The same files the sandbox's compile gets: ours (languages.py) beside the source.
+            for name, text in {**lang.support_files, lang.source.format(main=main): source}.items():
+                with open(os.path.join(work, name), "w") as f:
+                    f.write(text)
             if lang.compile:
                 subprocess.run(fill(lang.compile, main=main), cwd=work, check=True, capture_output=True,
                                env={**job_env, **fill_env(lang.compile_env)}, start_new_session=True)

@@ -36,8 +36,8 @@ _MINERVA_END = "i hope it is correct"
 # Possessive quantifiers (`*+`): runs of spaces between the optional parts are never split
 # again on a failed match ("answer" and 2,000 newlines took 50 s of host time with `\s*`).
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s++answer|the\s++answer|answer|答案\s*+(?:应|应该)?\s*+(?:为|是)?|(?:故|应|所以|因此)\s*+选(?:择)?)"
-    r"[*_]*+\s*+(?:is|:|=)?\s*+[:=]?[*_]*+\s*+(.+)", re.IGNORECASE)
+    r"(?:final\s++answers?+|the\s++answers?+|answers?+|答案\s*+(?:应|应该)?\s*+(?:为|是)?|(?:故|应|所以|因此)\s*+选(?:择)?)"
+    r"[*_]*+\s*+(?:is|are|:|=)?\s*+[:=]?[*_]*+\s*+(.+)", re.IGNORECASE)
 # The phrase and the first character of its answer: every occurrence on a line is found (the
 # phrase's `.+` would swallow a later "the answer is 17" on the line of an earlier "the answer is 18").
 _ANSWER_START = re.compile(_ANSWER_PHRASE.pattern.removesuffix("(.+)") + "(.)", re.IGNORECASE)
@@ -53,6 +53,10 @@ _CONNECTOR = re.compile(r"[\s,;.]*(?:(?:and|or|或|和|且)[\s,;.]*)?", re.IGNOR
 # A number in prose, with its separators ("1,250.00", "1.234.567", Swiss "1'000'000").
 _NUMBER = re.compile(r"(?<![A-Za-z\d.'\u2019])-?\d+(?:[,.]\d+|['\u2019]\d{3}(?!\d))*(?:\s*/\s*\d+)?(?![A-Za-z]*\d)")
 _PROSE = re.compile(r"[A-Za-z]{3,}")
+# Where a sentence ends: a period after a word (not "i.e." or "e.g."), or after a number when a
+# capitalised word follows ("is 12. Next, 5" named 5; a decimal point has no space after it), or a
+# line end.
+_SENTENCE_END = re.compile(r"(?<=[^\d\s])(?<!\bi\.e)(?<!\be\.g)\.(?:\s|$)|(?<=\d)\.(?=\s+[A-Z])|\n")
 _SHORT_ANSWER_CHARS = 120
 # An explicit retraction of an answer already given (not "let me double-check", not "on reflection").
 _RETRACTION = re.compile(
@@ -269,7 +273,7 @@ def _phrase_answer(tail: str) -> list[str]:
         spans = math_spans(tail)
         if spans and spans[0].start == 0 and spans[0].display:
             return [spans[0].content.strip()]
-    sentence = re.split(r"(?<=[^\d\s])\.(?:\s|$)|\n", tail, maxsplit=1)[0].strip().rstrip(" .;!")
+    sentence = _SENTENCE_END.split(tail, maxsplit=1)[0].strip().rstrip(" .;!")
     # Markdown emphasis around the answer ("**6**") is not part of it.
     sentence = sentence.strip(_EMPHASIS_EDGES).rstrip(" .;!")
     bound = _NO_VALUE.match(sentence)
@@ -285,7 +289,7 @@ def _phrase_answer(tail: str) -> list[str]:
         return maths
     words = _PROSE.findall(re.sub(r"\\[A-Za-z]+|\$[^$]*\$", "", sentence))
     if not words or len(sentence) <= 30 and not _NUMBER.search(sentence):
-        return [sentence] if sentence else []
+        return [_without_clauses(sentence).rstrip(" ,;(")] if sentence else []
     # A reason or a denial after the value is not the value: "12 because 3 groups of 4", "12 and not 13".
     # An alternative offered after it is a second answer: "12, but it could also be 13" is a hedge.
     alternative = _ALTERNATIVE.search(sentence)
@@ -293,6 +297,9 @@ def _phrase_answer(tail: str) -> list[str]:
     ends = [m.start() for m in (alternative, reason) if m is not None]
     numbers = _NUMBER.findall(sentence[:min(ends)]) if ends else []
     numbers = numbers or _NUMBER.findall(sentence)
+    if _VALUE_LIST.fullmatch(sentence[:min(ends)] if ends else sentence):
+        # "The roots are 2 and -3": several values are one answer, a list (the last alone was read).
+        return [(sentence[:min(ends)] if ends else sentence).strip(" ,;(")]
     if numbers:
         offered = next(g for g in alternative.groups() if g) if alternative else None
         return [numbers[-1], offered] if offered and offered != numbers[-1] else [numbers[-1]]
@@ -318,8 +325,13 @@ def _last_phrase(text: str) -> int | None:
     return None if last is None else last.start(1)
 
 
-_REASON = re.compile(r"[,;(]?\s*\b(?:because|since|as|not|but|instead|rather|although|though|given)\b",
-                     re.IGNORECASE)
+# What follows a value and is not it: a reason, a denial, or a qualifier ("4, attained at x = 2",
+# "5 for n = 3", "3, I think"; round 16: the qualifier's number was read as the answer). Not a
+# restatement ("2 times 6, which is 12"): what follows it is the value (`_RESTATEMENT`).
+_REASON = re.compile(
+    r"[,;(]?\s*(?:\b(?:because|since|as|not|but|instead|rather|although|though|given|for|when|where|if"
+    r"|attained|achieved|obtained|reached|occurring|occurs|i\s+(?:think|believe|guess))\b)",
+    re.IGNORECASE)
 # A second value offered as possible: "but it could also be 13", "or possibly 13", "though 13 is
 # also possible" (not "since x can be 4": an explanation names values too).
 _ALTERNATIVE = re.compile(
@@ -329,16 +341,46 @@ _ALTERNATIVE = re.compile(
     r"|(" + _NUMBER.pattern + r")\$?\s+(?:is|would\s+be|might\s+be)\s+(?:also\s+|equally\s+)?"
     r"(?:possible|likely|plausible)",
     re.IGNORECASE)
+# A restatement of the value: what follows is the value, in its final form ("1/4, i.e. 25%").
+_RESTATEMENT = re.compile(r",?\s*+\b(?:i\.e\.?+|that\s+is|which\s+is|which\s+equals)\s*+[,:]?\s*+", re.IGNORECASE)
+# A reason that opens an answer, up to its comma: "Since 2x = 6, x = 3".
+_OPENING_CLAUSE = re.compile(r"\s*(?:since|because|as|given\s+that)\b[^,]{1,200},\s*", re.IGNORECASE)
+# Values joined by "and" or commas: a list ("2 and -3", "1, 2, and 5"); "or" stays a hedge.
+_VALUE_LIST = re.compile(r"\s*+\$?(?:" + _NUMBER.pattern + r")\$?(?:\s*+(?:,\s*+(?:and\s++)?|and\s++)\$?(?:"
+                         + _NUMBER.pattern + r")\$?)++\s*+[,;(]?")
 # Verbs by which a sentence in an answer tag states its value: "is", and the verbs of reaching a
 # value ("diverges to +∞", "simplifies to 3", "comes to 12", "approaches 0", "becomes 4"): each
 # links the subject to the value as "is" does (round 9).
 _COPULA = re.compile(
     r"\b(?:is|are|was|were|equals|be|becomes|approaches|(?:is\s+)?equal\s+to"
-    r"|(?:tends|converges|diverges|goes|comes|amounts|evaluates|simplifies|reduces)\s+to)\s+(?=\S)",
+    r"|gives|yields|(?:tends|converges|diverges|goes|comes|amounts|evaluates|simplifies|reduces)\s+to)\s+(?=\S)",
     re.IGNORECASE)
 _SCALE_WORD = re.compile(rf"\s*({'|'.join(SCALE_WORDS)})\b", re.IGNORECASE)
 _DEGREES = re.compile(r"\s*+(?:°|\^\s*+\{?\s*+\\circ|\\circ\b|\\degree\b|degrees?\b)", re.IGNORECASE)
 _OR = re.compile(r"\s*+,?\s*+(?:or|或者|或)\s*+(?:\\?\$)?", re.IGNORECASE)  # possessive: linear
+
+
+# A value offered beside the last box, right after it: "\\boxed{3} (or 4 if the endpoint
+# counts)", "$\\boxed{3}$, or possibly 4" (round 16's blind probe: rewarded as 3). Only "or" and
+# a number with nothing but spacing, punctuation and `\\text{` between them and the box, so
+# "\\boxed{5} for n = 6 or 7" names no second answer, nor "(or approximately 3.14)" for pi.
+_OR_RIGHT_AFTER = re.compile(
+    r"(?:[\s,;:$(~]|\\q?quad\b|\\[,;:! ]|\\(?:text|mathrm)\s*+\{)*+or\b"
+    r"(?:[\s}$~]|\\[,;:! ]|\\(?:text|mathrm)\s*+\{)*+(?:(?:possibly|perhaps|maybe|probably)\b[\s}$~]*+)?"
+    r"(" + _NUMBER.pattern + r"(?:\s*+\\?%)?)", re.IGNORECASE)
+# How far after the last box its sentence is read for such a value.
+_AFTER_BOX_CHARS = 200
+
+
+def _offered_after_box(text: str, spans: list[tuple[int, str]]) -> list[str]:
+    """A value the sentence right after the last box offers as well: "or 4" just after it, or
+    "although 4 is also possible", "but it could also be 4" (`_ALTERNATIVE`) anywhere in that
+    sentence. Such a value is a second candidate: a hedge unless it agrees with the box."""
+    start, content = spans[-1]
+    end = text.find(content, start) + len(content) + 1  # past the box's closing brace
+    sentence = _SENTENCE_END.split(text[end:end + _AFTER_BOX_CHARS], maxsplit=1)[0]
+    offered = _OR_RIGHT_AFTER.match(sentence) or _ALTERNATIVE.search(sentence)
+    return [next(group for group in offered.groups() if group)] if offered else []
 
 
 def _last_numbers(text: str, numbers: list[re.Match[str]]) -> list[str]:
@@ -387,9 +429,9 @@ def _tagged(text: str) -> Extraction | None:
     if not opening:
         return None
     content = text[opening[-1].end():closing[-1].start()].strip()
-    boxed = boxes(content)
-    if boxed:
-        return Extraction(boxed, "answer_tag")
+    spans = _box_spans(content)
+    if spans:
+        return Extraction([box for _, box in spans] + _offered_after_box(content, spans), "answer_tag")
     start = _last_phrase(content)
     if start is None:  # a sentence that states its value: "The number of ways is 7."
         verb = _last_match(_COPULA, content)
@@ -398,8 +440,23 @@ def _tagged(text: str) -> Extraction | None:
     if found:
         return Extraction(found, "answer_tag")
     # Markdown emphasis around the whole answer ("**7**") is not part of it.
-    content = re.sub(r"^\$+|\$+$", "", content.strip(_EMPHASIS_EDGES)).strip().rstrip(".").strip()
+    content = re.sub(r"^\$+|\$+$", "", _without_clauses(content).strip(_EMPHASIS_EDGES)).strip().rstrip(".").strip()
     return Extraction([content] if content else [], "answer_tag")
+
+
+def _without_clauses(content: str) -> str:
+    """An answer tag's value without a clause that opens or follows it: "Since 2x = 6, x = 3",
+    "x = 3 (since 2x = 6)", "3, I think" (round 16: each read as two values or none)."""
+    opening = _OPENING_CLAUSE.match(content)
+    if opening is not None:
+        content = content[opening.end():]
+    restated = _last_match(_RESTATEMENT, content)
+    if restated is not None and _NUMBER.search(content, 0, restated.start()) and content[restated.end():].strip():
+        content = content[restated.end():]
+    reason = _REASON.search(content)
+    if reason is not None and _NUMBER.search(content, 0, reason.start()):
+        content = content[:reason.start()]
+    return content
 
 
 def extract_answer(response: str, last_number_fallback: bool = True, is_gold: bool = False) -> Extraction:
@@ -422,7 +479,8 @@ def extract_answer(response: str, last_number_fallback: bool = True, is_gold: bo
         revised = _revised_after_boxes(text, spans)
         if revised:
             return Extraction(revised, "answer_phrase_after_retraction")
-        return Extraction(_after_retraction(text, spans) if len(spans) > 1 else [spans[0][1]], "boxed")
+        standing = _after_retraction(text, spans) if len(spans) > 1 else [spans[0][1]]
+        return Extraction(standing + _offered_after_box(text, spans), "boxed")
     if minerva:
         found = _phrase_answer(minerva[1])
         if found:

@@ -114,7 +114,7 @@ def _limits(task: MathTask, answers: int) -> Limits:
 @register
 class MathVerifier(Verifier):
     name = "math"
-    version = "2.6.0"
+    version = "2.7.0"
     description = "Final-answer math: \\boxed{}/answer-phrase extraction, exact sympy comparison without eval."
     task_model = MathTask
     feedback = staticmethod(math_feedback)  # type: ignore[assignment]

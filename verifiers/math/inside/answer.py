@@ -18,7 +18,8 @@ from verifiers.math.inside.words import number_from_words
 __all__ = ["ParseFailure", "Parsed", "TooLarge", "parse_answer"]
 
 _EMPTY_WORDS = re.compile(
-    r"\\emptyset|(?:there\s+(?:is|are)\s+)?no\s+(?:real\s+)?(?:solutions?|roots?|such\s+\w+|values?)|none|"
+    r"\\emptyset|(?:there\s+(?:is|are)\s+|(?:the\s+\w+\s+)?(?:has|have)\s+)?no\s+(?:real\s+)?(?:solutions?|roots?|such\s+\w+"
+    r"|values?)|none|"
     r"does\s*n[o']t\s+exist|dne|empty\s+set", re.IGNORECASE)
 _ALL_REALS = re.compile(r"\\Reals|all\s+real(?:\s+numbers)?|\(\s*-\s*\\infty\s*,\s*\+?\s*\\infty\s*\)", re.IGNORECASE)
 _YES_NO = ("yes", "no", "true", "false")
