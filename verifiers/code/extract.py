@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from verifiers.fences import MARKERS as FENCE_MARKERS
+
 PYTHON_TAGS = {"python", "py", "python3", "py3"}
 # The info strings a fenced block of each language may carry.
 LANGUAGE_TAGS: dict[str, frozenset[str]] = {
@@ -25,8 +27,8 @@ MAX_CODE_CHARS = 200_000
 def extract_code(response: str, language: str = "python") -> str | None:
     """The last fenced block tagged with the language; else the last untagged block; else None.
 
-    Line-based: a fence opens on a line starting with ``` (its info string names the
-    language) and closes on a line that is only ```. An unclosed final fence (a truncated
+    Line-based: a fence opens on a line starting with ``` or ~~~ (its info string names the
+    language) and closes on a line that is only the same marker. An unclosed final fence (a truncated
     generation) does not count as a block.
     """
     tags = LANGUAGE_TAGS[language]
@@ -36,12 +38,13 @@ def extract_code(response: str, language: str = "python") -> str | None:
     i = 0
     while i < len(lines):
         stripped = lines[i].strip()
-        if stripped.startswith("```"):
+        marker = next((m for m in FENCE_MARKERS if stripped.startswith(m)), None)
+        if marker is not None:
             info = stripped[3:].strip().lower()
             tag = info.split()[0] if info else ""
             body: list[str] = []
             j = i + 1
-            while j < len(lines) and lines[j].strip() != "```":
+            while j < len(lines) and lines[j].strip() != marker:
                 body.append(lines[j])
                 j += 1
             if j >= len(lines):

@@ -18,11 +18,12 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
+from verifiers.fences import fenced_blocks
+
 # sqlglot logs a warning whenever it falls back to a generic Command; that fallback is
 # exactly what we refuse, so the warning is noise.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 # Where unfenced SQL may start: a line opening with a statement keyword (common English
 # words such as SET or SHOW are left out: prose must not be mistaken for SQL).
 _STATEMENT_START = re.compile(
@@ -42,7 +43,13 @@ _WEAK_START = re.compile(
 # SQL inside a sentence ("I would run SELECT ... ;"): a query keyword in capitals after a space or
 # a colon. Prose says "select" in lower case; either way such a run counts only when it parses
 # (as the weak starts), so a sentence is never taken for unparsable SQL (round 9).
-_INLINE_START = re.compile(r"(?<=[ \t:])(?:SELECT|WITH|VALUES|INSERT|UPDATE|DELETE)\b")
+_INLINE_START = re.compile(r"(?<=[ \t:`])(?:SELECT|WITH|VALUES|INSERT|UPDATE|DELETE)\b")
+# Where an inline code span's statement ends (`SELECT ...`): its closing backtick.
+_BACKTICK = re.compile(r"`")
+# A line of prose after unfenced SQL ("This returns the Eng staff."): a capitalised word, then
+# words without SQL's operators. The SQL before it is tried on its own (round 16: the line was
+# read as part of the statement, which then failed to parse: `violation`).
+_PROSE_LINE = re.compile(r"\n[ \t]*[A-Z][a-z]+\b[^=<>()*;\n]*(?:\n|$)")
 # Where an inline statement may end: its first semicolon (the sentence may go on after it).
 _SEMICOLON = re.compile(r";")
 MAX_TRIAL_PARSE_CHARS = 20_000
@@ -85,7 +92,7 @@ _FORBIDDEN_FUNCTIONS = frozenset(
 def extract_sql(response: str, dialect: str = "sqlite") -> str | None:
     """The SQL a response offers: its last SQL-tagged fenced block, else its last
     untagged fenced block, else unfenced SQL in the text. None when there is none."""
-    blocks = _FENCE.findall(response)
+    blocks = fenced_blocks(response)
     tagged = [body for tag, body in blocks if tag.lower() in _SQL_TAGS]
     untagged = [body for tag, body in blocks if not tag]
     if tagged:
@@ -121,6 +128,10 @@ def _unfenced(response: str, dialect: str) -> str | None:
         ends = [rest] + ([rest[: blank.start()]] if blank else [])
         if start in inline and start not in strong and (semicolon := _SEMICOLON.search(rest)) is not None:
             ends.append(rest[: semicolon.end()])
+        if start > 0 and response[start - 1] == "`" and (tick := _BACKTICK.search(rest)) is not None:
+            ends.append(rest[: tick.start()])
+        if (prose := _PROSE_LINE.search(rest)) is not None:
+            ends.append(rest[: prose.start()])
         for text in ends:
             candidates.append((start in strong, text))
     for is_strong, text in candidates:

@@ -106,7 +106,7 @@ def _rows(rows: list[Row]) -> list[list[Any]]:
 @register
 class SqlVerifier(Verifier):
     name = "sql"
-    version = "1.4.0"
+    version = "1.5.0"
     description = (
         "SQL query or data-change tasks judged on several database instances against a gold statement, "
         "explicit rows or row predicates; SQLite runs sandboxed, Postgres under a read-only role."

@@ -62,7 +62,7 @@ class Report(BaseModel):
 @register
 class ToolStateVerifier(Verifier):
     name = "tool_state"
-    version = "1.2.0"
+    version = "1.3.0"
     # Which of the message's values the trace showed depends on call results (the initial
     # state, which a registrant may hide): audit views only.
     hidden_flags = frozenset({"unsupported_values"})

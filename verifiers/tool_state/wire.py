@@ -71,8 +71,10 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
-# A trace a policy wrapped in prose: the last fenced block (```json or untagged) holds it.
-_FENCED = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# A trace a policy wrapped in prose: the last fenced block (```json or untagged) holds it. A fence
+# is ``` or ~~~ as in verifiers/fences.py, written out here: this module is imported inside the
+# sandbox too, which imports no host module (tests/test_trust_zones.py).
+_FENCED = re.compile(r"(```|~~~)(?:json)?[ \t]*\n(.*?)\1", re.DOTALL | re.IGNORECASE)
 
 
 def _trace_text(response: str) -> str:
@@ -80,7 +82,7 @@ def _trace_text(response: str) -> str:
     own, its last ```json (or untagged) fenced block."""
     if response.lstrip().startswith("{"):
         return response
-    blocks = _FENCED.findall(response)
+    blocks = [body for _, body in _FENCED.findall(response)]
     return blocks[-1] if blocks else response
 
 

@@ -20,7 +20,13 @@ from verifiers.tool_state.inside.env import Event
 
 DIFF_LIMIT = 50
 VALUE_TEXT_LIMIT = 200
-_TOKEN = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d|,\d)|[-+]?\d+(?:\.\d+)?|[^\W\d_]*\d\w*|\w+")
+# A date or a time is one value ("2026-12-03" was three: 2026, -12, -3; round 16), and a sign
+# only opens a number when no word or number stands right before it ("10-20" is 10 and 20).
+_SIGN = r"(?:(?<![\w.])[-+])?"
+_TOKEN = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?(?![\d:])|\d{1,2}:\d{2}(?::\d{2})?(?![\d:])"
+                    rf"|{_SIGN}\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?(?!\d|,\d)|{_SIGN}\d+(?:\.\d+)?|[^\W\d_]*\d\w*|\w+")
+# Words between two values that offer them as alternatives: "either 800 or 100", "100 or maybe 50".
+_HEDGE_FILLERS = frozenset({"maybe", "possibly", "perhaps", "probably"})
 _NUMBER = re.compile(r"[-+]?[\d,]*\d(?:\.\d+)?")
 
 
@@ -184,12 +190,34 @@ def check_outputs(
             "reason": f"the message lists {len(unsupported)} values found neither in the task's outputs nor in "
             f"the trace (at most {max_unsupported} allowed): looks like guessing",
         })
+    hedged = _hedged_pairs(words, wanted)
+    if required and hedged:
+        first, second = hedged[0]
+        failures.append({"output": "*",
+                         "reason": f"the message offers {first[:40]} or {second[:40]} as the value: a hedge"})
     if required and len(candidates) > max_values:
         failures.append({
             "output": "*",
             "reason": f"the message lists {len(candidates)} candidate values (at most {max_values} allowed)",
         })
     return failures, facts
+
+
+def _hedged_pairs(words: list[str], wanted: set[str]) -> list[tuple[str, str]]:
+    """Two different values joined by "or" (a filler word such as "maybe" may follow it), one
+    of them a required output's: the message offers the answer and an alternative to it
+    ("K2 holds either 800 or 100" read both balances and named both; round 16)."""
+    pairs = []
+    for i, word in enumerate(words):
+        if word != "or" or i == 0:
+            continue
+        j = i + 1 + (i + 1 < len(words) and words[i + 1] in _HEDGE_FILLERS)
+        if j >= len(words):
+            continue
+        before, after = words[i - 1], words[j]
+        if is_candidate(before) and is_candidate(after) and before != after and (before in wanted or after in wanted):
+            pairs.append((before, after))
+    return pairs
 
 
 def missing_reads(events: list[Event], required: list[dict[str, Any]]) -> list[dict[str, Any]]:
