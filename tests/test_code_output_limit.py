@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import verify_program
 from verifiers.base import Verdict, VerifyContext
+from verifiers.registry import get
 
 NUMBERS = list(range(1_000_000, 1_200_000))  # 200,000 numbers of 7 digits: 1.6 MB each way
 BIG = {"io_cases": [{"stdin": f"{len(NUMBERS)}\n" + " ".join(map(str, NUMBERS)) + "\n",
@@ -57,6 +58,16 @@ def test_node_output_written_whole_then_exit_arrives_whole(ctx):
             "process.exit(0);\n")
     outcome, reward = verify_program(ctx, task, "javascript", code)
     assert (outcome.verdict, reward) == (Verdict.correct, 1.0), outcome.evidence
+
+
+def test_the_grown_limit_tells_little_of_the_hidden_answers_size():
+    # A response finds the limit through its verdict, so it is a power of two, the same for
+    # answers of many sizes, and never below the default.
+    def limit(answer_bytes: int) -> int:
+        return get("code").parse_task({"language": "c", "io_cases": [{"stdin": "", "stdout": "x" * answer_bytes}]}
+                                       ).output_limit_bytes
+    assert {limit(size) for size in (600_000, 700_000, 1_000_000, 1_048_576)} == {1 << 21}
+    assert limit(1_600_000) == 1 << 22 and limit(100) == 1_000_000
 
 
 def test_a_limit_smaller_than_the_tasks_own_answer_is_refused(client):

@@ -14,7 +14,9 @@ MAX_CASES = 1000
 DEFAULT_OUTPUT_BYTES = 1_000_000
 MAX_OUTPUT_BYTES = 64_000_000
 # Left at its default, the output limit makes room for the task's own answers: this many
-# times the largest expected stdout (a right answer may space or format it otherwise).
+# times the largest expected stdout (a right answer may space or format it otherwise), rounded
+# up to a power of two. A response can find the limit through its verdict (`violation` once it
+# writes more), so the limit tells it at most which power of two that answer's size is near.
 OUTPUT_ROOM = 2
 
 
@@ -96,7 +98,8 @@ class CodeTask(TaskBase):
         not the program's output)."""
         if "output_bytes" in self.model_fields_set or self.interactor is not None:
             return self.output_bytes
-        return max(self.output_bytes, min(MAX_OUTPUT_BYTES, OUTPUT_ROOM * self._largest_answer))
+        room = OUTPUT_ROOM * self._largest_answer
+        return max(self.output_bytes, min(MAX_OUTPUT_BYTES, 1 << (room - 1).bit_length() if room > 1 else 0))
 
     @model_validator(mode="after")
     def _check_shape(self) -> CodeTask:

@@ -160,9 +160,7 @@ def _revised_after_boxes(text: str, spans: list[tuple[int, str]]) -> list[str]:
     right ... the answer is actually 4"): the answer phrase after the last retraction that
     follows every box. Nothing when there is no such retraction or no phrase after it (then
     the boxes stand)."""
-    last_start, last_content = spans[-1]
-    after_box = text.find(last_content, last_start) + len(last_content)
-    tail = text[after_box:]
+    tail = text[_end_of_last_box(text, spans):]
     lower = tail.lower()
     if not any(word in lower for word in _RETRACTION_WORDS):
         return []  # cheap: most answers end with no retraction after their box
@@ -372,12 +370,17 @@ _OR_RIGHT_AFTER = re.compile(
 _AFTER_BOX_CHARS = 200
 
 
+def _end_of_last_box(text: str, spans: list[tuple[int, str]]) -> int:
+    """Where the text after the last box begins: past its closing brace."""
+    start, content = spans[-1]
+    return text.find(content, start) + len(content) + 1
+
+
 def _offered_after_box(text: str, spans: list[tuple[int, str]]) -> list[str]:
     """A value the sentence right after the last box offers as well: "or 4" just after it, or
     "although 4 is also possible", "but it could also be 4" (`_ALTERNATIVE`) anywhere in that
     sentence. Such a value is a second candidate: a hedge unless it agrees with the box."""
-    start, content = spans[-1]
-    end = text.find(content, start) + len(content) + 1  # past the box's closing brace
+    end = _end_of_last_box(text, spans)
     sentence = _SENTENCE_END.split(text[end:end + _AFTER_BOX_CHARS], maxsplit=1)[0]
     offered = _OR_RIGHT_AFTER.match(sentence) or _ALTERNATIVE.search(sentence)
     return [next(group for group in offered.groups() if group)] if offered else []

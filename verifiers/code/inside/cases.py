@@ -53,6 +53,7 @@ from verifiers.code.inside.native import (
     reap_children,
     spawn,
     write_files,
+    write_out,
 )
 from verifiers.code.inside.streams import case_streams
 
@@ -325,10 +326,9 @@ class _Outputs:
             self.flush()
 
     def flush(self) -> None:
-        view = memoryview(b"".join(self.held))
+        data = b"".join(self.held)
         self.held, self.size = [], 0
-        while view:
-            view = view[os.write(1, view):]
+        write_out(data)
 
 
 def run_cases(payload: dict[str, Any], channel: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ import signal
 import time
 from typing import Any
 
-from verifiers.code.inside.streams import stdin_descriptor
+from verifiers.code.inside.streams import stdin_descriptor, write_all
 
 PR_SET_CHILD_SUBREAPER = 36
 # close_range(2) (Linux 5.11+; the same number on x86-64 and arm64) with CLOSE_RANGE_CLOEXEC.
@@ -389,9 +389,7 @@ def compile_source(payload: dict[str, Any], channel: Any) -> dict[str, Any]:
 
 
 def write_out(data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(1, view):]
+    write_all(1, data)
 
 
 def compile_here(payload: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
@@ -439,9 +437,7 @@ def program_descriptor(argv: list[str], files: dict[str, str] | dict[str, bytes]
         return None
     program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
     data = files[main]
-    view = memoryview(data if isinstance(data, bytes) else base64.b64decode(data))
-    while view:
-        view = view[os.write(program_fd, view):]
+    write_all(program_fd, data if isinstance(data, bytes) else base64.b64decode(data))
     return program_fd
 
 

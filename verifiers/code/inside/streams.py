@@ -70,7 +70,7 @@ def _new_fd_directory() -> str | None:
 
 def _memfd(data: bytes) -> int:
     fd = os.memfd_create("stdin")
-    _write_all(fd, data)
+    write_all(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -82,7 +82,7 @@ def _stdin_file(folder: str, data: bytes) -> int | None:
         return None  # writing it would be SIGXFSZ
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
     except OSError:  # the scratch is full
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -100,7 +100,8 @@ def _fifo(folder: str, number: int) -> tuple[int, int]:
     return read_end, os.open(path, os.O_WRONLY)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd` (os.write may take part of it)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
